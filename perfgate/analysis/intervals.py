@@ -1,0 +1,50 @@
+"""Interval arithmetic over numpy arrays: every fraction of time is a union, never a sum.
+
+Two kernels on two streams that overlap for 10 µs are 10 µs of busy device, not 20.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def merge(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Merge intervals ``[start, end)`` into disjoint, sorted intervals.
+
+    Touching intervals (one ends where the next starts) merge into one.
+    """
+    s = np.asarray(starts, dtype=np.float64)
+    e = np.asarray(ends, dtype=np.float64)
+    if s.size == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    running_end = np.maximum.accumulate(e)
+    # A new merged interval starts where a start lies beyond everything seen so far.
+    new_block = np.empty(s.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > running_end[:-1]
+    block_ids = np.cumsum(new_block) - 1
+    merged_starts = s[new_block]
+    merged_ends = np.zeros(merged_starts.size, dtype=np.float64)
+    np.maximum.at(merged_ends, block_ids, running_end)
+    return merged_starts, merged_ends
+
+
+def clip(
+    starts: npt.ArrayLike, ends: npt.ArrayLike, lo: float, hi: float
+) -> tuple[FloatArray, FloatArray]:
+    """Clip intervals to the window ``[lo, hi)``, dropping those that fall outside it."""
+    s = np.clip(np.asarray(starts, dtype=np.float64), lo, hi)
+    e = np.clip(np.asarray(ends, dtype=np.float64), lo, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def union_length(starts: npt.ArrayLike, ends: npt.ArrayLike) -> float:
+    """Total length covered by the union of the intervals."""
+    s, e = merge(starts, ends)
+    return float(np.sum(e - s))

@@ -1,0 +1,49 @@
+"""The one user-facing error type.
+
+Everything a user can cause (a bad path, a foreign file, a column that changed meaning, a bad
+option) raises a :class:`PerfgateError`. The front ends catch it once, print ``error: <message>``
+on one line and exit with status 2. Anything else escaping is a bug in perfgate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PerfgateError(Exception):
+    """A user-facing error: its message is one line that says what to fix."""
+
+    exit_code = 2
+
+
+class ProfileError(PerfgateError):
+    """A profile file or directory that cannot be read as what it claims to be.
+
+    The message always names the file, and the column or key when one is at fault, and
+    what was expected there.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        problem: str,
+        *,
+        column: str | None = None,
+        expected: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.problem = problem
+        self.column = column
+        self.expected = expected
+        parts = [f"{self.path}:"]
+        if column is not None:
+            parts.append(f"column {column!r}:")
+        parts.append(problem)
+        message = " ".join(parts)
+        if expected is not None:
+            message += f" (expected {expected})"
+        super().__init__(message)
+
+
+class ConfigError(PerfgateError):
+    """A configuration file or option with an unknown key or a bad value."""

@@ -1,0 +1,197 @@
+"""The metric definitions (DESIGN §3) on small hand-built tables.
+
+Readers are tested against real profiler output in tests/test_ingest_*.py; here each table is
+small enough that every expected number can be checked by eye.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from perfgate.analysis.intervals import merge, union_length
+from perfgate.analysis.metrics import analyze, assign_steps, operator_table, step_metrics
+from perfgate.model import Profile, empty_steps
+
+
+def tasks_frame(rows: list[tuple[int, int | None, str, str, str, float, float]]) -> pd.DataFrame:
+    """rows: (rank, step, op_type, core, category, start_us, dur_us)."""
+    return pd.DataFrame(
+        {
+            "rank": [r[0] for r in rows],
+            "step": pd.array([r[1] for r in rows], dtype="Int64"),
+            "name": [r[2] + "_0" for r in rows],
+            "op_type": [r[2] for r in rows],
+            "core": [r[3] for r in rows],
+            "category": [r[4] for r in rows],
+            "start_us": [r[5] for r in rows],
+            "dur_us": [r[6] for r in rows],
+        }
+    )
+
+
+def steps_frame(rows: list[tuple[int, int, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rank": [r[0] for r in rows],
+            "step": pd.array([r[1] for r in rows], dtype="Int64"),
+            "start_us": [r[2] for r in rows],
+            "end_us": [r[3] for r in rows],
+        }
+    )
+
+
+def test_union_counts_overlapping_time_once() -> None:
+    # [0,10) ∪ [5,20) ∪ [20,25) ∪ [30,31) = [0,25) + [30,31) = 26
+    starts, ends = merge([5, 0, 20, 30], [20, 10, 25, 31])
+    assert starts.tolist() == [0, 30]
+    assert ends.tolist() == [25, 31]
+    assert union_length([5, 0, 20, 30], [20, 10, 25, 31]) == 26
+    assert union_length([], []) == 0
+
+
+def test_breakdown_from_tasks_sums_to_step_time() -> None:
+    # Step [100, 200): preparing 100→110; compute [110,150) and [140,160) on two streams
+    # = 50 µs; comm [155,175) of which 5 µs under compute → 15 not overlapped;
+    # copy [180,190) is free time (as msprof-analyze counts SDMA); free = 100-50-15-10 = 25.
+    tasks = tasks_frame(
+        [
+            (0, 1, "MatMul", "AI_CORE", "compute", 110, 40),
+            (0, 1, "Add", "AI_VECTOR_CORE", "compute", 140, 20),
+            (0, 1, "hcom_allReduce", "HCCL", "comm", 155, 20),
+            (0, 1, "MemCopy", "SDMA_SQE", "copy", 180, 10),
+        ]
+    )
+    row = step_metrics(tasks, steps_frame([(0, 1, 100, 200)])).iloc[0]
+    assert row["step_time_us"] == 100
+    assert row["computing_us"] == 50
+    assert row["comm_not_overlapped_us"] == 15
+    assert row["preparing_us"] == 10
+    assert row["free_us"] == 25
+    assert row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"] + row[
+        "preparing_us"
+    ] == pytest.approx(row["step_time_us"])
+    assert row["utilization"] == pytest.approx(0.5)
+    assert row["copy_ratio"] == pytest.approx(0.1)
+    assert row["comm_ratio"] == pytest.approx(0.15)
+    assert row["free_ratio"] == pytest.approx(0.25)
+    assert row["breakdown_from"] == "tasks"
+
+
+def test_tasks_are_clipped_to_their_step_window() -> None:
+    # A kernel launched at 190 runs past the step end (200) by 30 µs: only 10 µs count.
+    tasks = tasks_frame([(0, 1, "MatMul", "AI_CORE", "compute", 190, 40)])
+    row = step_metrics(tasks, steps_frame([(0, 1, 100, 200)])).iloc[0]
+    assert row["computing_us"] == 10
+    assert row["preparing_us"] == 90
+
+
+def test_profiler_breakdown_is_used_and_free_absorbs_the_wall_span_residual() -> None:
+    steps = steps_frame([(0, 7, 0, 1000)])
+    steps["computing_us"] = [400.0]
+    steps["comm_not_overlapped_us"] = [100.0]
+    steps["free_us"] = [300.0]
+    steps["preparing_us"] = [150.0]  # sums to 950: 50 µs short of the wall span
+    notes: list[str] = []
+    row = step_metrics(tasks_frame([]), steps, notes).iloc[0]
+    assert row["step_time_us"] == 1000
+    assert row["free_us"] == 350
+    assert row["breakdown_from"] == "profiler"
+    assert math.isnan(row["copy_ratio"])  # no tasks: copy time unknown, not zero
+    assert notes == [
+        "the profiler's breakdown differs from the step's wall span by up to 5.0%; "
+        "Free absorbs the difference"
+    ]
+
+
+def test_without_a_wall_span_the_profiler_breakdown_sums_to_step_time() -> None:
+    steps = steps_frame([(0, 50, math.nan, math.nan)])
+    steps["computing_us"] = [8873.756]
+    steps["comm_not_overlapped_us"] = [101963.203]
+    steps["free_us"] = [25744.05]
+    steps["preparing_us"] = [17902.5]
+    row = step_metrics(tasks_frame([]), steps).iloc[0]
+    assert row["step_time_us"] == pytest.approx(154483.509)
+    assert row["utilization"] == pytest.approx(8873.756 / 154483.509)
+
+
+def test_tasks_without_step_are_assigned_by_their_start() -> None:
+    tasks = tasks_frame(
+        [
+            (0, None, "A", "AI_CORE", "compute", 5, 1),
+            (0, None, "A", "AI_CORE", "compute", 10, 1),  # window ends are exclusive
+            (0, None, "A", "AI_CORE", "compute", 25, 1),  # between windows
+            (1, None, "A", "AI_CORE", "compute", 5, 1),  # rank 1 has no windows
+        ]
+    )
+    out = assign_steps(tasks, steps_frame([(0, 1, 0, 10), (0, 2, 10, 20)]))
+    assert out["step"].tolist() == [1, 2, pd.NA, pd.NA]
+
+
+def test_no_step_marks_gives_one_window_and_says_so() -> None:
+    tasks = tasks_frame(
+        [
+            (0, None, "A", "AI_CORE", "compute", 10, 10),
+            (0, None, "B", "MEMCPY_ASYNC", "copy", 30, 10),
+        ]
+    )
+    analysis = analyze(Profile("test", "mem", tasks, empty_steps()))
+    assert "no step marks: analysed as one window" in analysis.notes
+    row = analysis.per_step.iloc[0]
+    assert row["step_time_us"] == 30  # 10 → 40
+    assert row["utilization"] == pytest.approx(1 / 3)
+    assert row["copy_ratio"] == pytest.approx(1 / 3)
+
+
+def test_several_ranks_take_the_slowest_rank_per_step() -> None:
+    tasks = tasks_frame(
+        [
+            (0, 1, "A", "AI_CORE", "compute", 0, 50),
+            (1, 1, "A", "AI_CORE", "compute", 0, 90),
+            (2, 1, "A", "AI_CORE", "compute", 0, 60),
+        ]
+    )
+    steps = steps_frame([(0, 1, 0, 100), (1, 1, 0, 120), (2, 1, 0, 100)])
+    analysis = analyze(Profile("test", "mem", tasks, steps))
+    row = analysis.per_step.iloc[0]
+    assert row["slowest_rank"] == 1
+    assert row["ranks"] == 3
+    assert row["step_time_us"] == 120
+    assert row["utilization"] == pytest.approx(90 / 120)
+    assert row["imbalance"] == pytest.approx(120 / 100 - 1)
+
+
+def test_operator_table_averages_over_rank_steps() -> None:
+    tasks = tasks_frame(
+        [
+            (0, 1, "MatMul", "AI_CORE", "compute", 0, 30),
+            (0, 1, "MatMul", "AI_CORE", "compute", 40, 30),
+            (0, 2, "MatMul", "AI_CORE", "compute", 100, 30),
+            (0, 2, "Add", "AI_VECTOR_CORE", "compute", 140, 10),
+        ]
+    )
+    per_rank = step_metrics(tasks, steps_frame([(0, 1, 0, 100), (0, 2, 100, 200)]))
+    ops = operator_table(tasks, per_rank)
+    assert ops["op_type"].tolist() == ["MatMul", "Add"]
+    matmul = ops.iloc[0]
+    assert matmul["calls_per_step"] == 1.5
+    assert matmul["time_per_step_us"] == 45
+    assert matmul["share"] == pytest.approx(90 / 200)
+
+
+def test_warmup_steps_marked_by_the_source_are_excluded() -> None:
+    tasks = tasks_frame(
+        [
+            (0, 0, "A", "AI_CORE", "compute", 0, 500),
+            (0, 1, "A", "AI_CORE", "compute", 1000, 50),
+        ]
+    )
+    steps = steps_frame([(0, 0, 0, 1000), (0, 1, 1000, 1100)])
+    steps["warmup"] = [True, False]
+    analysis = analyze(Profile("test", "mem", tasks, steps))
+    assert analysis.per_step["step"].tolist() == [1]
+    assert analysis.summary["step_time_us"]["median"] == 100
+    assert analysis.operators.iloc[0]["calls_per_step"] == 1
+    assert "1 warm-up step(s) marked by the source are excluded" in analysis.notes
