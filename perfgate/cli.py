@@ -12,14 +12,22 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
 from perfgate.errors import PerfgateError
+
+if TYPE_CHECKING:
+    from perfgate.config import Settings
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2
 FORMATS = ("table", "json", "md")
+
+
+class UsageError(PerfgateError):
+    """A command line that cannot work as given (exit 2)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,7 +84,355 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
     )
     inspect.set_defaults(handler=_cmd_inspect)
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare a run with its baseline and decide: pass or regression",
+        description="Compare CURRENT with BASELINE (each a profile directory, a trace, a "
+        "baseline file or a results file). With CURRENT alone, the baseline comes from the "
+        "store in the repository (merge-base with the baseline branch, then first-parent "
+        "ancestors). Exit status: 0 pass, 1 regression, 2 usage or data error.",
+    )
+    compare.add_argument("sides", nargs="+", metavar="[BASELINE] CURRENT")
+    compare.add_argument(
+        "--baseline-ref",
+        metavar="REF",
+        help="look the baseline up from this commit instead of the merge-base",
+    )
+    compare.add_argument(
+        "--config",
+        metavar="FILE",
+        help="perfgate.yaml or pyproject.toml. Default: the repository's",
+    )
+    compare.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format. Default: table"
+    )
+    compare.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 also for no-baseline, incomparable and unstable",
+    )
+    compare.add_argument(
+        "--benchmark",
+        metavar="NAME",
+        help="benchmark name for a profile side. Default: the path's name",
+    )
+    compare.add_argument(
+        "--env",
+        metavar="ENV",
+        help="runner environment key for a profile side. Default: from the "
+        "profile (e.g. ascend910b4-x8, cpu-x86_64)",
+    )
+    compare.add_argument(
+        "--repo",
+        metavar="DIR",
+        default=".",
+        help="the git repository holding the baselines. Default: .",
+    )
+    compare.add_argument(
+        "--top",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="operators to list per benchmark. Default: 5",
+    )
+    compare.add_argument(
+        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+    )
+    compare.set_defaults(handler=_cmd_compare)
+
+    baseline = commands.add_parser("baseline", help="record, list, show and prune baselines")
+    actions = baseline.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    update = actions.add_parser(
+        "update",
+        help="record the baseline of HEAD from a results file or a profile",
+        description="Write baselines/<benchmark>/<env>/<HEAD sha>.json from a results file "
+        "(what `pytest --perfgate` writes) or a profile. Refuses a dirty working tree.",
+    )
+    update.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="PATH",
+        help="a results file, or a profile directory or trace",
+    )
+    update.add_argument(
+        "--benchmark", metavar="NAME", help="benchmark name for a profile. Default: the path's name"
+    )
+    update.add_argument("--env", metavar="ENV", help="runner environment key for a profile")
+    update.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="record even with uncommitted changes (marked dirty)",
+    )
+    update.add_argument("--config", metavar="FILE")
+    update.add_argument("--repo", metavar="DIR", default=".")
+    update.set_defaults(handler=_cmd_baseline_update)
+
+    listing = actions.add_parser("list", help="list the stored baselines")
+    listing.add_argument("--config", metavar="FILE")
+    listing.add_argument("--repo", metavar="DIR", default=".")
+    listing.set_defaults(handler=_cmd_baseline_list)
+
+    show = actions.add_parser("show", help="show one baseline: its commit, samples, operators")
+    show.add_argument(
+        "target",
+        metavar="FILE_OR_BENCHMARK",
+        help="a baseline file, or a benchmark name (looked up from HEAD)",
+    )
+    show.add_argument("--env", metavar="ENV")
+    show.add_argument("--baseline-ref", metavar="REF")
+    show.add_argument("--config", metavar="FILE")
+    show.add_argument("--repo", metavar="DIR", default=".")
+    show.add_argument("--format", choices=("table", "json"), default="table")
+    show.set_defaults(handler=_cmd_baseline_show)
+
+    prune = actions.add_parser("prune", help="keep the newest N baselines per benchmark and env")
+    prune.add_argument("--keep", type=_positive_int, required=True, metavar="N")
+    prune.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+    prune.add_argument("--config", metavar="FILE")
+    prune.add_argument("--repo", metavar="DIR", default=".")
+    prune.set_defaults(handler=_cmd_baseline_prune)
+
+    hist = commands.add_parser(
+        "history", help="a benchmark's baselines along the first-parent history of HEAD"
+    )
+    hist.add_argument("benchmark", metavar="BENCHMARK")
+    hist.add_argument("--env", metavar="ENV", help="Default: every env that has baselines")
+    hist.add_argument("--config", metavar="FILE")
+    hist.add_argument("--repo", metavar="DIR", default=".")
+    hist.add_argument(
+        "--max-depth",
+        type=_positive_int,
+        metavar="N",
+        help="commits to walk. Default: baseline.max_depth",
+    )
+    hist.set_defaults(handler=_cmd_history)
     return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    from perfgate.config import load_settings
+
+    return load_settings(args.config, root=args.repo)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from perfgate.analysis.compare import ERROR, REGRESSION
+    from perfgate.gate import StoreLookup, compare_records, gate_against_store, pair_records
+    from perfgate.report.compare import (
+        compare_document,
+        overall_verdict,
+        render_markdown,
+        render_table,
+    )
+    from perfgate.runs import load_side
+
+    if len(args.sides) > 2:
+        raise UsageError("compare takes at most two paths: [BASELINE] CURRENT")
+    if len(args.sides) == 2 and args.baseline_ref:
+        raise UsageError("give either BASELINE or --baseline-ref, not both")
+    settings = _settings(args)
+    current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env)
+    if len(args.sides) == 2:
+        base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env)
+        comparisons = []
+        for baseline_record, current_record in pair_records(base.records, current.records):
+            if baseline_record is None:
+                raise PerfgateError(
+                    f"{base.path}: holds no run of benchmark "
+                    f"{current_record.get('benchmark')!r} (it has: "
+                    f"{', '.join(str(r.get('benchmark')) for r in base.records)})"
+                )
+            info = {
+                "commit": baseline_record.get("commit"),
+                "path": base.path,
+                "how": f"given {base.kind}",
+            }
+            comparisons.append(
+                compare_records(
+                    baseline_record,
+                    current_record,
+                    settings,
+                    baseline_info=info,
+                    current_info={"commit": current_record.get("commit"), "path": current.path},
+                )
+            )
+    else:
+        comparisons = gate_against_store(
+            current.records,
+            settings,
+            StoreLookup(repo_dir=Path(args.repo), baseline_ref=args.baseline_ref),
+        )
+    if args.format == "json":
+        text = json.dumps(compare_document(comparisons, top_operators=args.top), indent=2)
+        text += "\n"
+    elif args.format == "md":
+        text = render_markdown(comparisons, top=args.top)
+    else:
+        text = render_table(comparisons, top=args.top)
+    _write(text, args.output)
+    verdict = overall_verdict(comparisons)
+    if verdict == ERROR:
+        return EXIT_ERROR
+    if verdict == REGRESSION or (args.strict and verdict != "pass" and verdict != "improvement"):
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def _cmd_baseline_update(args: argparse.Namespace) -> int:
+    from perfgate.gate import record_baselines
+    from perfgate.runs import load_side
+
+    settings = _settings(args)
+    side = load_side(args.source, benchmark=args.benchmark, env=args.env)
+    if settings.baseline.env != "auto" and side.kind == "profile" and not args.env:
+        for record in side.records:
+            record["env"] = settings.baseline.env
+    paths = record_baselines(side.records, settings, Path(args.repo), allow_dirty=args.allow_dirty)
+    for path in paths:
+        print(f"recorded {path}")
+    return EXIT_OK
+
+
+def _cmd_baseline_list(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from perfgate.gate import store_root
+    from perfgate.store.baselines import list_baselines
+
+    root = store_root(Path(args.repo), _settings(args))
+    entries = list_baselines(root)
+    if not entries:
+        print(f"no baselines under {root}")
+        return EXIT_OK
+    rows = [[e.benchmark, e.env, e.sha[:12], e.created or "", str(e.path)] for e in entries]
+    print(tabulate(rows, headers=["benchmark", "env", "commit", "created", "path"]))
+    return EXIT_OK
+
+
+def _cmd_baseline_show(args: argparse.Namespace) -> int:
+    from perfgate.gate import store_root
+    from perfgate.report.baseline import render_baseline
+    from perfgate.store.baselines import history, list_baselines, read_baseline
+    from perfgate.store.git import baseline_candidates
+
+    settings = _settings(args)
+    target = Path(args.target)
+    if target.suffix == ".json" and target.is_file():
+        record = read_baseline(target)
+    else:
+        root = store_root(Path(args.repo), settings)
+        envs = (
+            [args.env]
+            if args.env
+            else sorted({e.env for e in list_baselines(root) if e.benchmark == args.target})
+        )
+        if not envs:
+            raise PerfgateError(f"{root}: no baselines of benchmark {args.target!r}")
+        if len(envs) > 1:
+            raise UsageError(
+                f"benchmark {args.target!r} has baselines for several envs "
+                f"({', '.join(envs)}); choose one with --env"
+            )
+        candidates = baseline_candidates(
+            Path(args.repo),
+            baseline_branch=settings.baseline.branch,
+            start_ref=args.baseline_ref,
+            max_depth=settings.baseline.max_depth,
+        )
+        found = history(root, args.target, envs[0], candidates, limit=1)
+        if not found:
+            raise PerfgateError(
+                f"{root}: no baseline of {args.target!r} on {envs[0]!r} within "
+                f"{settings.baseline.max_depth} commits"
+            )
+        record = found[0].record
+    if args.format == "json":
+        print(json.dumps(record, indent=2))
+    else:
+        sys.stdout.write(render_baseline(record))
+    return EXIT_OK
+
+
+def _cmd_baseline_prune(args: argparse.Namespace) -> int:
+    from perfgate.gate import store_root
+    from perfgate.store.baselines import prune
+    from perfgate.store.git import main_line
+
+    settings = _settings(args)
+    root = store_root(Path(args.repo), settings)
+    removed = prune(
+        root, args.keep, main_line(Path(args.repo), settings.baseline.branch), dry_run=args.dry_run
+    )
+    verb = "would remove" if args.dry_run else "removed"
+    for path in removed:
+        print(f"{verb} {path}")
+    print(f"{verb} {len(removed)} baseline(s); kept the newest {args.keep} per benchmark and env")
+    return EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from perfgate.analysis.compare import format_value
+    from perfgate.gate import store_root
+    from perfgate.store.baselines import history, list_baselines
+    from perfgate.store.git import baseline_candidates
+
+    settings = _settings(args)
+    root = store_root(Path(args.repo), settings)
+    envs = (
+        [args.env]
+        if args.env
+        else sorted({e.env for e in list_baselines(root) if e.benchmark == args.benchmark})
+    )
+    if not envs:
+        raise PerfgateError(f"{root}: no baselines of benchmark {args.benchmark!r}")
+    depth = args.max_depth or settings.baseline.max_depth
+    candidates = baseline_candidates(
+        Path(args.repo), baseline_branch=settings.baseline.branch, max_depth=depth
+    )
+    import numpy as np
+
+    for env in envs:
+        found = history(root, args.benchmark, env, candidates, limit=depth)
+        rows = []
+        for f in found:
+            samples = f.record.get("samples", {})
+
+            def median(name: str, samples: dict[str, Any] = samples) -> float:
+                values = [v for v in samples.get(name, []) if v is not None]
+                return float(np.median(values)) if values else float("nan")
+
+            rows.append(
+                [
+                    f.candidate.sha[:12],
+                    f.candidate.distance,
+                    f.record.get("created", ""),
+                    format_value("step_time_us", median("step_time_us")),
+                    format_value("utilization", median("utilization")),
+                    format_value("copy_ratio", median("copy_ratio")),
+                    len(samples.get("step_time_us", [])),
+                ]
+            )
+        print(f"{args.benchmark} on {env}: {len(found)} baseline(s) within {depth} commits")
+        print(
+            tabulate(
+                rows,
+                headers=[
+                    "commit",
+                    "back",
+                    "created",
+                    "step time",
+                    "utilization",
+                    "copy ratio",
+                    "steps",
+                ],
+            )
+        )
+    return EXIT_OK
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

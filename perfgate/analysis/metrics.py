@@ -70,6 +70,8 @@ class RunAnalysis:
         summary: ``{metric: {median, mean, min, max, std, n}}`` over ``per_step``, for
             :data:`METRIC_NAMES` and the breakdown columns.
         notes: how the numbers were obtained, one line each.
+        operator_samples: device time per step (µs, averaged over ranks) of each operator:
+            index ``(op_type, core)``, one column per step of ``per_step``.
     """
 
     per_rank: pd.DataFrame
@@ -77,6 +79,7 @@ class RunAnalysis:
     operators: pd.DataFrame
     summary: dict[str, dict[str, float]]
     notes: list[str] = field(default_factory=list)
+    operator_samples: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def analyze(profile: Profile) -> RunAnalysis:
@@ -94,7 +97,23 @@ def analyze(profile: Profile) -> RunAnalysis:
         operators=operators,
         summary=summarize(per_step),
         notes=_unique(notes),
+        operator_samples=operator_step_samples(tasks, per_rank),
     )
+
+
+def operator_step_samples(tasks: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Device time of each ``(op_type, core)`` in each step, averaged over ranks (µs).
+
+    Index ``(op_type, core)``; one column per analysed step, 0 where the operator did not run.
+    These are the per-step samples an operator-level significance test needs.
+    """
+    steps = sorted(per_rank["step"].unique().tolist())
+    if tasks.empty or not steps:
+        return pd.DataFrame(columns=steps)
+    ranks_per_step = per_rank.groupby("step")["rank"].nunique()
+    summed = tasks.groupby(["op_type", "core", "step"])["dur_us"].sum().unstack("step")
+    summed = summed.reindex(columns=steps).fillna(0.0)
+    return summed.div(ranks_per_step.reindex(steps).to_numpy(), axis="columns")
 
 
 def assign_steps(tasks: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

@@ -25,7 +25,10 @@ EXPECTED_LAYOUTS = (
 def _readers() -> list[ModuleType]:
     # Imported here so that `import perfgate` stays light; order matters: the most specific
     # layouts first.
-    from perfgate.ingest import ascend_db, chrome_trace, msprof, torch_npu
+    import perfgate.ingest.ascend_db as ascend_db
+    import perfgate.ingest.chrome_trace as chrome_trace
+    import perfgate.ingest.msprof as msprof
+    import perfgate.ingest.torch_npu as torch_npu
 
     return [torch_npu, msprof, ascend_db, chrome_trace]
 

@@ -1,0 +1,176 @@
+"""The gate, shared by the CLI and the pytest plugin: find the baseline of each run, compare,
+record new baselines. One gate, two doors (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from perfgate.analysis.compare import NO_BASELINE, Comparison, compare_runs
+from perfgate.config import Settings
+from perfgate.errors import PerfgateError
+from perfgate.store.baselines import (
+    BASELINE_FORMAT,
+    BASELINE_FORMAT_VERSION,
+    history,
+    list_baselines,
+    write_baseline,
+)
+from perfgate.store.git import baseline_candidates, current_commit
+
+
+def compare_records(
+    baseline: dict[str, Any],
+    current: dict[str, Any],
+    settings: Settings,
+    *,
+    history_records: Sequence[dict[str, Any]] = (),
+    baseline_info: dict[str, Any] | None = None,
+    current_info: dict[str, Any] | None = None,
+) -> Comparison:
+    """Compare two records under the (per-benchmark) settings."""
+    bench = settings.for_benchmark(str(current.get("benchmark")))
+    return compare_runs(
+        baseline,
+        current,
+        metrics=list(bench.metrics.values()),
+        operators=bench.operators,
+        stats=bench.statistics,
+        history=history_records or [baseline],
+        baseline_info=baseline_info,
+        current_info=current_info,
+    )
+
+
+def pair_records(
+    baselines: Sequence[dict[str, Any]], currents: Sequence[dict[str, Any]]
+) -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
+    """Match records by benchmark name; two single records pair whatever their names."""
+    if len(baselines) == 1 and len(currents) == 1:
+        return [(baselines[0], currents[0])]
+    by_name = {str(b.get("benchmark")): b for b in baselines}
+    return [(by_name.get(str(c.get("benchmark"))), c) for c in currents]
+
+
+@dataclass(frozen=True)
+class StoreLookup:
+    repo_dir: Path
+    baseline_ref: str | None = None
+    exclude_head: bool = False
+
+
+def store_root(repo_dir: Path, settings: Settings) -> Path:
+    return repo_dir / settings.baseline.dir
+
+
+def gate_against_store(
+    currents: Sequence[dict[str, Any]], settings: Settings, lookup: StoreLookup
+) -> list[Comparison]:
+    """Compare each current record with the baseline the store holds for it (DESIGN §5)."""
+    root = store_root(lookup.repo_dir, settings)
+    candidates = baseline_candidates(
+        lookup.repo_dir,
+        baseline_branch=settings.baseline.branch,
+        start_ref=lookup.baseline_ref,
+        max_depth=settings.baseline.max_depth,
+        exclude_head=lookup.exclude_head,
+    )
+    comparisons = []
+    for current in currents:
+        name, env = str(current["benchmark"]), str(current["env"])
+        bench = settings.for_benchmark(name)
+        found = history(root, name, env, candidates, limit=bench.statistics.lookback)
+        current_info = {"commit": current.get("commit"), "env": env}
+        if not found:
+            comparisons.append(_no_baseline(current, root, candidates, settings, current_info))
+            continue
+        nearest = found[0]
+        info = {
+            "commit": nearest.candidate.sha,
+            "how": nearest.candidate.how,
+            "distance": nearest.candidate.distance,
+            "path": str(nearest.path),
+            "env": env,
+            "lookback": len(found),
+        }
+        comparisons.append(
+            compare_records(
+                nearest.record,
+                current,
+                settings,
+                history_records=[f.record for f in found],
+                baseline_info=info,
+                current_info=current_info,
+            )
+        )
+    return comparisons
+
+
+def _no_baseline(
+    current: dict[str, Any],
+    root: Path,
+    candidates: Sequence[Any],
+    settings: Settings,
+    current_info: dict[str, Any],
+) -> Comparison:
+    name, env = str(current["benchmark"]), str(current["env"])
+    comparison = Comparison(
+        benchmark=name,
+        verdict=NO_BASELINE,
+        baseline={"commit": None, "how": candidates[0].how if candidates else None},
+        current=current_info,
+    )
+    where = f"{root}/{name}/{env}/"
+    comparison.notes.append(
+        f"no baseline for {name!r} on {env!r} in {where} within {len(candidates)} commit(s) "
+        f"of {candidates[0].sha[:12] if candidates else 'HEAD'}; record one on the "
+        f"{settings.baseline.branch} branch with `pytest --perfgate --perfgate-update` or "
+        "`perfgate baseline update --from RESULTS`"
+    )
+    other_envs = sorted({e.env for e in list_baselines(root) if e.benchmark == name} - {env})
+    if other_envs:
+        comparison.notes.append(
+            f"baselines of {name!r} exist for other runner environments: "
+            f"{', '.join(other_envs)} (this runner is {env!r}; set baseline.env to share one)"
+        )
+    return comparison
+
+
+def record_baselines(
+    records: Sequence[dict[str, Any]],
+    settings: Settings,
+    repo_dir: Path,
+    *,
+    allow_dirty: bool = False,
+) -> list[Path]:
+    """Write each record as the baseline of HEAD; refuses a dirty tree unless allowed."""
+    commit = current_commit(repo_dir)
+    if commit.dirty and not allow_dirty:
+        raise PerfgateError(
+            f"{repo_dir}: the working tree has uncommitted changes, so HEAD "
+            f"{commit.sha[:12]} is not what was measured; commit them, or pass --allow-dirty "
+            "to record a baseline marked dirty"
+        )
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    root = store_root(repo_dir, settings)
+    paths = []
+    for record in records:
+        body = {k: v for k, v in record.items() if k not in ("format", "format_version")}
+        baseline = {
+            "format": BASELINE_FORMAT,
+            "format_version": BASELINE_FORMAT_VERSION,
+            "benchmark": record["benchmark"],
+            "env": record["env"],
+            "commit": commit.sha,
+            "branch": commit.branch,
+            "commit_time": commit.time,
+            "created": created,
+            "dirty": commit.dirty,
+            **{k: v for k, v in body.items() if k not in ("benchmark", "env", "commit")},
+        }
+        paths.append(write_baseline(root, baseline))
+    return paths
