@@ -58,9 +58,17 @@ def pair_records(
 
 @dataclass(frozen=True)
 class StoreLookup:
+    """Where and how to look baselines up.
+
+    ``exclude_head``: skip a baseline recorded for HEAD itself. ``None`` (the default)
+    decides from the working tree: a clean tree measured HEAD, so HEAD's own baseline would
+    compare the run with itself (a push to main is compared with its first parent); a dirty
+    tree measured changes on top of HEAD, so HEAD's baseline is exactly the reference.
+    """
+
     repo_dir: Path
     baseline_ref: str | None = None
-    exclude_head: bool = False
+    exclude_head: bool | None = None
 
 
 def store_root(repo_dir: Path, settings: Settings) -> Path:
@@ -72,12 +80,15 @@ def gate_against_store(
 ) -> list[Comparison]:
     """Compare each current record with the baseline the store holds for it (DESIGN §5)."""
     root = store_root(lookup.repo_dir, settings)
+    exclude_head = lookup.exclude_head
+    if exclude_head is None:
+        exclude_head = not current_commit(lookup.repo_dir).dirty
     candidates = baseline_candidates(
         lookup.repo_dir,
         baseline_branch=settings.baseline.branch,
         start_ref=lookup.baseline_ref,
         max_depth=settings.baseline.max_depth,
-        exclude_head=lookup.exclude_head,
+        exclude_head=exclude_head,
     )
     comparisons = []
     for current in currents:

@@ -1,4 +1,4 @@
-"""perfgate.yaml / [tool.perfgate]: one schema, defaults, overrides, and errors that name the key."""
+"""perfgate.yaml and [tool.perfgate]: one schema, defaults, overrides, errors naming the key."""
 
 from __future__ import annotations
 

@@ -1,0 +1,53 @@
+"""Baselines on disk and the git history that chooses them (DESIGN §5).
+
+:mod:`perfgate.store.git` answers "which commits may serve as baseline, in what order";
+:mod:`perfgate.store.baselines` reads and writes the files keyed by those commits.
+"""
+
+from __future__ import annotations
+
+from perfgate.store.baselines import (
+    BASELINE_FORMAT,
+    BASELINE_FORMAT_VERSION,
+    BaselineEntry,
+    FoundBaseline,
+    baseline_path,
+    check_name,
+    find_baseline,
+    history,
+    list_baselines,
+    prune,
+    read_baseline,
+    validate_record,
+    write_baseline,
+)
+from perfgate.store.git import (
+    Candidate,
+    CommitInfo,
+    baseline_candidates,
+    current_commit,
+    main_line,
+    resolve,
+)
+
+__all__ = [
+    "BASELINE_FORMAT",
+    "BASELINE_FORMAT_VERSION",
+    "BaselineEntry",
+    "Candidate",
+    "CommitInfo",
+    "FoundBaseline",
+    "baseline_candidates",
+    "baseline_path",
+    "check_name",
+    "current_commit",
+    "find_baseline",
+    "history",
+    "list_baselines",
+    "main_line",
+    "prune",
+    "read_baseline",
+    "resolve",
+    "validate_record",
+    "write_baseline",
+]

@@ -1,0 +1,311 @@
+"""Baseline files: one JSON file per benchmark, runner environment and commit.
+
+Layout: ``<root>/<benchmark>/<env>/<full-commit-sha>.json``. One file per commit means two PRs
+never write the same file, and a baseline is found by trying candidate commits in order
+(:func:`perfgate.store.git.baseline_candidates`).
+
+A record is a plain JSON object. This module owns five keys (``format``, ``format_version``,
+``benchmark``, ``env``, ``commit``) and the optional ``created``; every other key (steps
+samples, operators, fingerprint…) belongs to the caller and is stored as given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import PerfgateError
+from perfgate.store.git import Candidate
+
+BASELINE_FORMAT = "perfgate.baseline"
+# Format history (bump on any change a reader of the previous version would misread):
+#   1 — first version: format, format_version, benchmark, env, commit, then the caller's keys.
+BASELINE_FORMAT_VERSION = 1
+
+# The keys this module owns, in the order they open every file.
+_HEADER_KEYS = ("format", "format_version", "benchmark", "env", "commit")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# sha-1 repositories have 40 hex digits, sha-256 ones 64.
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class FoundBaseline:
+    """A baseline file found for a lookup candidate, with its validated record."""
+
+    path: Path
+    record: dict[str, Any]
+    candidate: Candidate
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    """One baseline file in a listing; ``created`` is the record's ``created`` key, if any."""
+
+    benchmark: str
+    env: str
+    sha: str
+    path: Path
+    created: str | None
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` when it is safe as one path component (a benchmark or env name), else an error."""
+    if not _SAFE_NAME.fullmatch(value) or value in (".", ".."):
+        raise PerfgateError(
+            f"{what} name {value!r} cannot be used in a baseline path "
+            "(expected letters, digits, '.', '_' or '-', and not '.' or '..')"
+        )
+    return value
+
+
+def baseline_path(root: Path, benchmark: str, env: str, sha: str) -> Path:
+    """Where the baseline of ``benchmark`` on ``env`` at commit ``sha`` lives."""
+    check_name(benchmark, "benchmark")
+    check_name(env, "env")
+    if not _FULL_SHA.fullmatch(sha):
+        raise PerfgateError(f"commit {sha!r} is not a full lowercase commit sha")
+    return root / benchmark / env / f"{sha}.json"
+
+
+def _shown(record: dict[str, Any], key: str) -> str:
+    return f"is {record[key]!r}" if key in record else "is missing"
+
+
+def validate_record(record: object, source: str) -> dict[str, Any]:
+    """``record`` when it is a baseline this perfgate can read; else an error naming ``source``."""
+    if not isinstance(record, dict):
+        raise PerfgateError(
+            f"{source}: expected a JSON object (a perfgate baseline), got {type(record).__name__}"
+        )
+    if record.get("format") != BASELINE_FORMAT:
+        raise PerfgateError(
+            f"{source}: key 'format' {_shown(record, 'format')}, not a perfgate baseline "
+            f"(expected {BASELINE_FORMAT!r})"
+        )
+    version = record.get("format_version")
+    # bool is an int subclass; `true` is not a version.
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise PerfgateError(
+            f"{source}: key 'format_version' {_shown(record, 'format_version')} "
+            "(expected a positive integer)"
+        )
+    if version > BASELINE_FORMAT_VERSION:
+        raise PerfgateError(
+            f"{source}: baseline format_version {version} is newer than this perfgate reads "
+            f"(up to {BASELINE_FORMAT_VERSION}); upgrade perfgate"
+        )
+    for key in ("benchmark", "env"):
+        value = record.get(key)
+        if not isinstance(value, str) or not _SAFE_NAME.fullmatch(value) or value in (".", ".."):
+            raise PerfgateError(
+                f"{source}: key {key!r} {_shown(record, key)} "
+                "(expected a name of letters, digits, '.', '_' or '-')"
+            )
+    commit = record.get("commit")
+    if not isinstance(commit, str) or not _FULL_SHA.fullmatch(commit):
+        raise PerfgateError(
+            f"{source}: key 'commit' {_shown(record, 'commit')} "
+            "(expected a full lowercase commit sha)"
+        )
+    created = record.get("created")
+    if created is not None and not isinstance(created, str):
+        raise PerfgateError(f"{source}: key 'created' is {created!r} (expected an ISO 8601 string)")
+    return record
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    """The exact text of a baseline file: the header keys first, then the rest as given."""
+    ordered = {key: record[key] for key in _HEADER_KEYS}
+    ordered.update((key, value) for key, value in record.items() if key not in ordered)
+    try:
+        # NaN and Infinity are not JSON; other tools (jq, browsers) would reject the file.
+        text = json.dumps(ordered, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise PerfgateError(
+            f"baseline {record['benchmark']}/{record['env']}/{record['commit']}: "
+            f"cannot store NaN or infinity ({exc})"
+        ) from exc
+    return text + "\n"
+
+
+def write_baseline(root: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` to its place under ``root`` and return the path.
+
+    The write is atomic: the text goes to a temporary file in the same directory, is flushed
+    to disk, then renamed over the target, so a reader sees the old file or the new one and
+    never half of one. Concurrent writers of different commits never touch each other's
+    files; of the same commit, the last rename wins. An existing file is replaced.
+    """
+    validate_record(record, "baseline record")
+    path = baseline_path(root, record["benchmark"], record["env"], record["commit"])
+    data = _dumps(record).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A unique temporary name per writer; the leading dot keeps it out of listings.
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp creates 0600; baselines are shared, readable files.
+        tmp.chmod(0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable on POSIX; directories cannot be opened on Windows.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_baseline(path: Path) -> dict[str, Any]:
+    """The validated record in the baseline file ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise PerfgateError(f"{path}: baseline file not found") from exc
+    except UnicodeDecodeError as exc:
+        raise PerfgateError(f"{path}: not a baseline (expected UTF-8 JSON text)") from exc
+    except OSError as exc:
+        raise PerfgateError(f"{path}: cannot read baseline ({exc.strerror})") from exc
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PerfgateError(
+            f"{path}: line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg}); "
+            "the baseline is damaged, record it again"
+        ) from exc
+    return validate_record(record, str(path))
+
+
+def _read_at(path: Path, benchmark: str, env: str, sha: str) -> dict[str, Any]:
+    record = read_baseline(path)
+    # A file copied to the wrong place would silently serve the wrong benchmark or commit.
+    for key, expected in (("benchmark", benchmark), ("env", env), ("commit", sha)):
+        if record[key] != expected:
+            raise PerfgateError(
+                f"{path}: key {key!r} is {record[key]!r} but the file's place says {expected!r}"
+            )
+    return record
+
+
+def find_baseline(
+    root: Path, benchmark: str, env: str, candidates: Iterable[Candidate]
+) -> FoundBaseline | None:
+    """The baseline of the first candidate commit that has one, or ``None``."""
+    found = history(root, benchmark, env, candidates, limit=1)
+    return found[0] if found else None
+
+
+def history(
+    root: Path, benchmark: str, env: str, candidates: Iterable[Candidate], limit: int
+) -> list[FoundBaseline]:
+    """Up to ``limit`` baselines along the candidate commits, nearest first."""
+    check_name(benchmark, "benchmark")
+    check_name(env, "env")
+    found: list[FoundBaseline] = []
+    if limit < 1:
+        return found
+    for candidate in candidates:
+        path = baseline_path(root, benchmark, env, candidate.sha)
+        if path.is_file():
+            record = _read_at(path, benchmark, env, candidate.sha)
+            found.append(FoundBaseline(path=path, record=record, candidate=candidate))
+            if len(found) == limit:
+                break
+    return found
+
+
+def _layout_files(root: Path) -> list[tuple[str, str, str, Path]]:
+    """(benchmark, env, sha, path) of every file that fits the layout; anything else is skipped.
+
+    Skipped: a README at the root, hidden temporary files of writers in progress, names that
+    are not a full sha.
+    """
+    files: list[tuple[str, str, str, Path]] = []
+    if not root.is_dir():
+        return files
+    for bench_dir in root.iterdir():
+        if not bench_dir.is_dir() or not _SAFE_NAME.fullmatch(bench_dir.name):
+            continue
+        for env_dir in bench_dir.iterdir():
+            if not env_dir.is_dir() or not _SAFE_NAME.fullmatch(env_dir.name):
+                continue
+            for path in env_dir.glob("*.json"):
+                if _FULL_SHA.fullmatch(path.stem) and path.is_file():
+                    files.append((bench_dir.name, env_dir.name, path.stem, path))
+    return files
+
+
+def list_baselines(root: Path) -> list[BaselineEntry]:
+    """Every baseline under ``root``, sorted by benchmark, env, then ``created``.
+
+    ``created`` values are compared as text, which orders ISO 8601 times correctly when they
+    share one UTC offset; entries without one come first. Every file is read and validated.
+    """
+    entries = []
+    for benchmark, env, sha, path in _layout_files(root):
+        record = _read_at(path, benchmark, env, sha)
+        entries.append(BaselineEntry(benchmark, env, sha, path, record.get("created")))
+    entries.sort(key=lambda e: (e.benchmark, e.env, e.created is not None, e.created or "", e.sha))
+    return entries
+
+
+def prune(
+    root: Path,
+    keep: int,
+    main_line: Sequence[str],
+    *,
+    dry_run: bool = False,
+    include_off_main: bool = False,
+) -> list[Path]:
+    """Delete old baselines; return the paths removed (or, with ``dry_run``, that would be).
+
+    ``main_line`` is the first-parent history of the baseline branch, newest first, as full
+    shas (:func:`perfgate.store.git.main_line`). Per benchmark and env, the ``keep`` baselines
+    of main-line commits nearest the branch tip stay and the older main-line ones go.
+
+    Baselines of commits not on the main line (open PRs, ``--baseline-ref`` targets, release
+    branches) stay, unless ``include_off_main`` is set: then they go too, so pass the whole
+    main line, not a truncated one, or older main-line baselines count as off it. Files are
+    not read, so a damaged file can be pruned.
+    """
+    if keep < 1:
+        raise PerfgateError(f"prune keep must be at least 1, got {keep}")
+    for sha in main_line:
+        if not _FULL_SHA.fullmatch(sha):
+            raise PerfgateError(f"prune main line: {sha!r} is not a full lowercase commit sha")
+    position = {sha: i for i, sha in enumerate(main_line)}
+    groups: dict[tuple[str, str], list[tuple[str, Path]]] = {}
+    for benchmark, env, sha, path in _layout_files(root):
+        groups.setdefault((benchmark, env), []).append((sha, path))
+    removed: list[Path] = []
+    for files in groups.values():
+        on_main = sorted((position[sha], path) for sha, path in files if sha in position)
+        removed.extend(path for _, path in on_main[keep:])
+        if include_off_main:
+            removed.extend(path for sha, path in files if sha not in position)
+    removed.sort()
+    if not dry_run:
+        for path in removed:
+            # Another prune may have removed it already.
+            path.unlink(missing_ok=True)
+    return removed

@@ -1,0 +1,208 @@
+"""What git says about the checkout: its commit, refs, and the commits that may serve as baseline.
+
+Everything here goes through gitpython, which has no type stubs; its objects stay inside this
+module, and only plain strings, ints and the dataclasses below come out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import PerfgateError
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """The commit a measurement was taken at.
+
+    ``branch`` is ``None`` on a detached HEAD (the usual state in CI). ``dirty`` is true when
+    tracked files differ from the commit, staged or not; untracked files do not count, so
+    profiles and freshly written baselines in the work tree do not make every run dirty.
+    ``time`` is the committer date in ISO 8601 with its UTC offset.
+    """
+
+    sha: str
+    branch: str | None
+    dirty: bool
+    time: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A commit whose baseline may serve HEAD.
+
+    ``distance`` counts first-parent hops from the start of the walk; ``how`` says how the
+    start was chosen, in words fit for the report ("merge-base of HEAD and main").
+    """
+
+    sha: str
+    distance: int
+    how: str
+
+
+def _git_module() -> Any:
+    # gitpython runs `git --version` at import time and raises ImportError when git is
+    # missing; import it only when git is really needed, and say what to do.
+    try:
+        import git
+    except ImportError as exc:
+        raise PerfgateError(
+            "cannot run git: the git executable was not found "
+            "(install git, or set GIT_PYTHON_GIT_EXECUTABLE to its path)"
+        ) from exc
+    return git
+
+
+def _open(repo_dir: Path) -> Any:
+    """The repository that contains ``repo_dir``; use it as a context manager to close it."""
+    git = _git_module()
+    try:
+        repo = git.Repo(repo_dir, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        raise PerfgateError(
+            f"{repo_dir}: not inside a git repository "
+            "(run perfgate from a git checkout, or `git init` and commit first)"
+        ) from exc
+    if not repo.head.is_valid():
+        repo.close()
+        raise PerfgateError(
+            f"{repo_dir}: the git repository has no commits yet (commit first: baselines are "
+            "keyed by commit)"
+        )
+    return repo
+
+
+def _rev_parse(repo: Any, ref: str) -> str | None:
+    """The full sha of the commit ``ref`` names, or ``None`` when git does not know it."""
+    # A leading '-' would be read as an option by git.
+    if not ref or ref.startswith("-"):
+        return None
+    git = _git_module()
+    try:
+        return str(repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}"))
+    except git.GitCommandError:
+        return None
+
+
+def _resolve(repo: Any, repo_dir: Path, ref: str) -> str:
+    sha = _rev_parse(repo, ref)
+    if sha is None:
+        raise PerfgateError(
+            f"{repo_dir}: unknown git ref {ref!r} (expected a branch, tag or commit of this "
+            "repository; in a shallow CI clone, fetch it first)"
+        )
+    return sha
+
+
+def _branch_ref(repo: Any, branch: str) -> str | None:
+    """``branch`` when it exists locally, else ``origin/<branch>`` when that does, else None."""
+    # CI checkouts often have no local copy of the target branch, only the remote one.
+    if _rev_parse(repo, f"refs/heads/{branch}"):
+        return branch
+    if _rev_parse(repo, f"refs/remotes/origin/{branch}"):
+        return f"origin/{branch}"
+    return None
+
+
+def _first_parents(repo: Any, start: str, max_count: int | None) -> list[str]:
+    args = ["--first-parent"]
+    if max_count is not None:
+        args.append(f"--max-count={max_count}")
+    # rev-list stops by itself at a shallow clone's graft boundary: no error, just fewer commits.
+    out = str(repo.git.rev_list(*args, start, "--"))
+    return out.split()
+
+
+def current_commit(repo_dir: Path) -> CommitInfo:
+    """The commit checked out in ``repo_dir`` (or the repository that contains it)."""
+    with _open(repo_dir) as repo:
+        commit = repo.head.commit
+        branch = None if repo.head.is_detached else str(repo.active_branch.name)
+        return CommitInfo(
+            sha=str(commit.hexsha),
+            branch=branch,
+            dirty=bool(repo.is_dirty(untracked_files=False)),
+            time=str(commit.committed_datetime.isoformat()),
+        )
+
+
+def resolve(repo_dir: Path, ref: str) -> str:
+    """The full sha of the commit that ``ref`` (branch, tag, sha, ``HEAD~2``…) names."""
+    with _open(repo_dir) as repo:
+        return _resolve(repo, repo_dir, ref)
+
+
+def main_line(repo_dir: Path, baseline_branch: str = "main") -> list[str]:
+    """The first-parent history of the baseline branch, newest first (full shas).
+
+    Uses the local branch, or ``origin/<branch>`` when there is no local one. This is the
+    ``main_line`` that :func:`perfgate.store.baselines.prune` expects.
+    """
+    with _open(repo_dir) as repo:
+        ref = _branch_ref(repo, baseline_branch)
+        if ref is None:
+            raise PerfgateError(
+                f"{repo_dir}: no branch {baseline_branch!r} (looked for {baseline_branch} and "
+                f"origin/{baseline_branch}; fetch it, or name the baseline branch in the config)"
+            )
+        return _first_parents(repo, _resolve(repo, repo_dir, ref), None)
+
+
+def baseline_candidates(
+    repo_dir: Path,
+    *,
+    baseline_branch: str = "main",
+    start_ref: str | None = None,
+    max_depth: int = 50,
+    exclude_head: bool = False,
+) -> list[Candidate]:
+    """The commits whose baselines may serve HEAD, nearest first.
+
+    The walk starts at:
+
+    - ``start_ref`` when given (``how`` is ``"--baseline-ref <ref>"``);
+    - else the merge-base of HEAD and the baseline branch (local, else ``origin/<branch>``);
+      when HEAD is on that branch the merge-base is HEAD itself;
+    - HEAD when the branch does not exist or shares no history with HEAD.
+
+    From the start it follows first parents only (a merge commit's side branch is never
+    entered), the start included at distance 0, and returns at most ``max_depth`` commits.
+    A shallow clone ends the walk quietly where its history ends.
+
+    ``exclude_head`` drops HEAD's own commit from the list. The gate sets it: on the baseline
+    branch a push is compared with its first parent (distance 1), not with a baseline that
+    was just recorded for the very commit being checked.
+    """
+    if max_depth < 1:
+        raise PerfgateError(f"baseline max_depth must be at least 1, got {max_depth}")
+    with _open(repo_dir) as repo:
+        head = str(repo.head.commit.hexsha)
+        if start_ref is not None:
+            start, how = _resolve(repo, repo_dir, start_ref), f"--baseline-ref {start_ref}"
+        else:
+            start, how = _default_start(repo, head, baseline_branch)
+        # One extra commit so that dropping HEAD still leaves max_depth candidates.
+        walk = _first_parents(repo, start, max_depth + 1 if exclude_head else max_depth)
+    candidates = [
+        Candidate(sha=sha, distance=distance, how=how)
+        for distance, sha in enumerate(walk)
+        if not (exclude_head and sha == head)
+    ]
+    return candidates[:max_depth]
+
+
+def _default_start(repo: Any, head: str, branch: str) -> tuple[str, str]:
+    ref = _branch_ref(repo, branch)
+    if ref is None:
+        return head, f"HEAD (no branch {branch} or origin/{branch})"
+    bases = repo.merge_base(head, ref)
+    if not bases:
+        shallow = str(repo.git.rev_parse("--is-shallow-repository")) == "true"
+        where = " in this shallow clone" if shallow else ""
+        return head, f"HEAD (no merge-base with {ref}{where})"
+    base = str(bases[0].hexsha)
+    if base == head:
+        return head, f"HEAD (on {ref})"
+    return base, f"merge-base of HEAD and {ref}"
