@@ -154,7 +154,10 @@ class Profile:
         metadata: what the profile records about its environment, with these keys when
             known: ``cann_version``, ``torch_npu_version``, ``torch_version``,
             ``profiler_level``, ``aic_metrics``, ``device``, ``ranks`` (list[int]),
-            ``task_basis`` (``device`` or ``cpu``), ``export_type``.
+            ``task_basis`` (``device`` or ``cpu``), ``export_type``, ``copy_visible``
+            (bool, default True: False when the source lists kernels only, e.g.
+            ``kernel_details.csv`` without ``trace_view.json``/``task_time.csv``, so copy
+            time is unknown rather than zero).
         notes: things the user should know about how the profile was read (one line each),
             e.g. "no step marks: analysed as one window".
     """
@@ -170,3 +173,4 @@ class Profile:
         self.tasks = normalize_tasks(self.tasks, self.path)
         self.steps = normalize_steps(self.steps, self.path)
         self.metadata.setdefault("task_basis", DEVICE_TASKS)
+        self.metadata.setdefault("copy_visible", True)

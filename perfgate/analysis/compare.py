@@ -258,7 +258,7 @@ class OperatorDelta:
     share_of_step_delta: float | None
     baseline_calls_per_step: float
     current_calls_per_step: float
-    status: str  # new | vanished | calls-changed | changed
+    status: str  # new | vanished | calls-changed | changed | unchanged
     current_share: float
     gated: bool = False
     p_value: float | None = None
@@ -302,6 +302,8 @@ def operator_deltas(
             status = "vanished"
         elif not math.isclose(b_calls, c_calls, rel_tol=1e-9, abs_tol=1e-9):
             status = "calls-changed"
+        elif math.isclose(b_time, c_time, rel_tol=1e-3, abs_tol=0.01):
+            status = "unchanged"
         else:
             status = "changed"
         delta = c_time - b_time
@@ -429,10 +431,16 @@ class Comparison:
         return worse[:limit]
 
     def summary_lines(self) -> list[str]:
-        """One self-explanatory line per regressed (or improved, unstable) metric."""
+        """One self-explanatory line per regressed or unstable metric; improvements are
+        listed only when nothing regressed (a slower kernel also "improves" utilization)."""
+        shown = (
+            (REGRESSION, UNSTABLE)
+            if self.verdict == REGRESSION
+            else (REGRESSION, IMPROVEMENT, UNSTABLE)
+        )
         lines = []
         for m in self.metrics:
-            if not m.gated or m.status not in (REGRESSION, IMPROVEMENT, UNSTABLE):
+            if not m.gated or m.status not in shown:
                 continue
             what = {
                 REGRESSION: "regressed",

@@ -87,6 +87,13 @@ def analyze(profile: Profile) -> RunAnalysis:
     notes = list(profile.notes)
     tasks, windows = _analysis_windows(profile.tasks, profile.steps, notes)
     per_rank = step_metrics(tasks, windows, notes)
+    if not profile.metadata.get("copy_visible", True):
+        # The source lists kernels only: no copy task could have been seen.
+        per_rank["copy_us"] = float("nan")
+        per_rank["copy_ratio"] = float("nan")
+        notes.append(
+            "copy tasks are not recorded in this export (kernels only): copy_ratio is unknown"
+        )
     per_step = aggregate_ranks(per_rank)
     operators = operator_table(tasks, per_rank)
     if operators.empty and isinstance(profile.metadata.get("op_statistic"), pd.DataFrame):

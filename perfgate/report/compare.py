@@ -79,7 +79,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
 
 def _operator_rows(c: Comparison, top: int) -> list[list[str]]:
     rows = []
-    for o in c.operators[:top]:
+    for o in _changed_operators(c, top):
         explained = f"{o.share_of_step_delta:.0%}" if o.share_of_step_delta is not None else "—"
         rows.append(
             [
@@ -116,9 +116,23 @@ def _baseline_line(c: Comparison) -> str:
     parts = [f"baseline: {c.baseline_label()}"]
     if info.get("distance") is not None:
         parts.append(f"{info['distance']} commit(s) back")
-    if info.get("path"):
+    if info.get("commit") and info.get("path"):
         parts.append(str(info["path"]))
     return " · ".join(parts)
+
+
+def _reason_lines(c: Comparison) -> list[str]:
+    """Each distinct reason once, with the gated metrics it applies to."""
+    by_reason: dict[str, list[str]] = {}
+    for m in c.metrics:
+        if m.gated:
+            for reason in m.reasons:
+                by_reason.setdefault(reason, []).append(m.name)
+    return [f"{reason} ({', '.join(names)})" for reason, names in by_reason.items()]
+
+
+def _changed_operators(c: Comparison, top: int) -> list[Any]:
+    return [o for o in c.operators if o.status != "unchanged"][:top]
 
 
 def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
@@ -129,20 +143,24 @@ def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
         out.append(f"[{c.verdict.upper()}] {c.benchmark}")
         out.append(_baseline_line(c))
         if c.metrics:
-            out.append(tabulate(_metric_rows(c), headers=_METRIC_HEADERS, tablefmt="simple"))
-        if c.operators:
-            out.append("")
             out.append(
-                f"operators that changed most ({min(top, len(c.operators))} of {len(c.operators)}):"
+                tabulate(
+                    _metric_rows(c),
+                    headers=_METRIC_HEADERS,
+                    tablefmt="simple",
+                    disable_numparse=True,
+                )
             )
+        rows = _operator_rows(c, top)
+        if rows:
+            out.append("")
+            out.append(f"operators that changed most ({len(rows)} of {len(c.operators)}):")
             out.append(
-                tabulate(_operator_rows(c, top), headers=_OPERATOR_HEADERS, tablefmt="simple")
+                tabulate(rows, headers=_OPERATOR_HEADERS, tablefmt="simple", disable_numparse=True)
             )
         for line in c.summary_lines():
             out.append(f"! {line}")
-        for m in c.metrics:
-            for reason in m.reasons:
-                out.append(f"  {m.name}: {reason}")
+        out.extend(f"  {line}" for line in _reason_lines(c))
         out.extend(f"warning: {w}" for w in c.warnings)
         out.extend(f"note: {n}" for n in c.notes)
     return "\n".join(out) + "\n"
@@ -172,18 +190,26 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
         out.append(_baseline_line(c))
         out.append("")
         if c.metrics:
-            out.append(tabulate(_metric_rows(c), headers=_METRIC_HEADERS, tablefmt="github"))
+            out.append(
+                tabulate(
+                    _metric_rows(c),
+                    headers=_METRIC_HEADERS,
+                    tablefmt="github",
+                    disable_numparse=True,
+                )
+            )
             out.append("")
-        if c.operators:
+        rows = _operator_rows(c, top)
+        if rows:
             out.append("<details><summary>Operators that changed most</summary>")
             out.append("")
             out.append(
-                tabulate(_operator_rows(c, top), headers=_OPERATOR_HEADERS, tablefmt="github")
+                tabulate(rows, headers=_OPERATOR_HEADERS, tablefmt="github", disable_numparse=True)
             )
             out.append("")
             out.append("</details>")
             out.append("")
-        notes = [f"{m.name}: {r}" for m in c.metrics for r in m.reasons] + c.warnings + c.notes
+        notes = _reason_lines(c) + c.warnings + c.notes
         out.extend(f"> {n}  " for n in notes)
         if notes:
             out.append("")

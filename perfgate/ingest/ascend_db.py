@@ -1,0 +1,907 @@
+"""Reader for the Ascend SQLite exports: msprof's unified ``msprof_*.db`` and torch_npu's
+``ascend_pytorch_profiler_{rank}.db`` (``export_type=db``).
+
+Both share one schema: times are integer **nanoseconds** (epoch), and names, task types and
+shapes are integer ids into ``STRING_IDS``. What is read:
+
+* ``TASK`` — one row per device task (``startNs``, ``endNs``, ``deviceId``, ``taskType``,
+  ``globalTaskId``, ``streamId``, ``taskId``, ``connectionId``). ``TASK.taskType`` is the
+  runtime task type (``KERNEL_AIVEC``, ``KERNEL_AICORE``, ``MEMCPY_ASYNC``, ``EVENT_WAIT``,
+  ``SDMA``, ``Notify Wait`` …), not the accelerator core.
+* ``COMPUTE_TASK_INFO`` (by ``globalTaskId``) — the operator of a kernel task: ``name``,
+  ``opType``, ``taskType`` (here the accelerator core: ``AI_CORE``, ``AI_VECTOR_CORE``,
+  ``MIX_AIV``, ``DSA_SQE`` — what kernel_details.csv calls Accelerator Core), ``inputShapes``.
+* ``COMMUNICATION_OP`` — one row per collective (``opName``, ``opType``, ``startNs``,
+  ``endNs``, ``connectionId``); ``COMMUNICATION_TASK_INFO`` — its per-task HCCL rows.
+* ``STEP_TIME`` (torch_npu) — step windows; ``MSTX_EVENTS`` — user range marks.
+* ``RANK_DEVICE_MAP``, ``NPU_INFO``, ``META_DATA`` and the ``profiler_info*.json`` next to
+  the database — metadata.
+* The step breakdown: torch_npu's own ``analysis.db`` (table ``StepTraceTime``, µs) when it
+  lies next to the database, else ``OVERLAP_ANALYSIS`` — an auxiliary table that MindStudio
+  Insight adds to a database it opened (``type`` 0..3 = Computing, Communication,
+  Communication(Not Overlapped), Free: ``OVERLAP_TYPES`` in Ascend-msinsight
+  ``server/src/defs/CommonDefs.h``). On the torch_npu fixture, row for row, type 0 is the
+  merged TASK ⋈ COMPUTE_TASK_INFO intervals, 1 the merged COMMUNICATION_OP intervals, 2 those
+  minus type 0, 3 the gaps between them; per step its sums equal analysis.db's. Either
+  source is used only after its Computing and Communication totals are checked against the
+  tasks.
+
+Which TASK rows become tasks (so that no device time is counted twice):
+
+* Communication is taken at the operator level from ``COMMUNICATION_OP``, as msprof-analyze's
+  DB step-trace adapter and kernel_details.csv do (one ``hcom_*`` row per collective). The
+  per-task HCCL rows (``TASK`` rows listed in ``COMMUNICATION_TASK_INFO``: SDMA, Notify
+  Wait, Write Value …, 74 per allReduce in the torch_npu fixture) lie inside the op's window,
+  and one more TASK row shares the op's ``connectionId`` (an ``AI_CORE`` task spanning the
+  whole op); both are left out. When ``COMMUNICATION_OP`` has no rows, the per-task HCCL
+  rows are used instead (core ``HCCL``, op_type the HCCL task kind).
+* A MIX kernel appears twice in ``TASK``: a parent task without ``COMPUTE_TASK_INFO`` and,
+  with the same stream, task id and connection, the sub-task that carries the operator
+  (torch_npu fixture: 13 such pairs, the 13 MIX_AIV kernels of kernel_details.csv). The
+  parent is left out; its sub-task is the kernel.
+* Every other TASK row is a task: kernels with their operator, and the rest (MEMCPY_ASYNC,
+  EVENT_RECORD, …) named by their task type.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from perfgate.analysis.intervals import FloatArray, clip, merge
+from perfgate.errors import ProfileError
+from perfgate.ingest.categories import ascend_category
+from perfgate.model import BREAKDOWN_COLUMNS, Category, Profile
+
+MSPROF_DB_GLOB = "msprof_*.db"
+TORCH_NPU_DB_GLOB = "ascend_pytorch_profiler*.db"
+ASCEND_PROFILER_OUTPUT = "ASCEND_PROFILER_OUTPUT"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NS_PER_US = 1000.0
+
+# Text exports that the CSV readers take: a directory holding them is not ours.
+_TORCH_NPU_TEXT = ("kernel_details.csv", "step_trace_time.csv")
+_MSPROF_TEXT_GLOBS = ("mindstudio_profiler_output/*.csv", "device_*/summary/*.csv")
+
+# SQLite files next to a profile that are analysis results, not profiles.
+_NOT_PROFILES = frozenset({"analysis.db", "cluster_analysis.db", "communication_analyzer.db"})
+_NO_VALUE = frozenset({"", "N/A", "NULL"})
+# An MSTX range whose message names a step: "step 3", "Step#3", "ProfilerStep#3",
+# "perfgate step 3".
+_STEP_MARK = re.compile(r"^(?:perfgate[\s_:-]*)?(?:ProfilerStep#|step[\s_#:-]*)(\d+)$", re.I)
+_MSTX_RANGE = 2  # ENUM_MSTX_EVENT_TYPE: 2 = start/end (a range)
+_HCOM_OP_TYPE = re.compile(r"^(hcom_[A-Za-z0-9]+_)")
+# OVERLAP_ANALYSIS.type codes (Ascend-msinsight CommonDefs.h OVERLAP_TYPES).
+_COMPUTING, _COMMUNICATION, _COMM_NOT_OVERLAPPED, _FREE = 0, 1, 2, 3
+# A breakdown agrees with the tasks when its Computing and Communication totals match the
+# union of the tasks' intervals to this many µs.
+_BREAKDOWN_TOLERANCE_US = 1.0
+
+NO_STEPS_NOTE = "no step marks: analysed as one window"
+
+
+IntArray = npt.NDArray[np.int64]
+# Communication (overlapped or not) is not a breakdown column; the sources give it and it is
+# checked against the communication tasks.
+_COMMUNICATION_US = "communication_us"
+
+
+@dataclass
+class _Busy:
+    """``(device, start_ns, end_ns)`` arrays of the intervals a breakdown is checked against:
+    kernels with operator info (what torch_npu / Insight count as Computing) and the
+    communication tasks."""
+
+    computing: tuple[IntArray, IntArray, IntArray]
+    communication: tuple[IntArray, IntArray, IntArray]
+
+
+@dataclass
+class _Located:
+    """The database to read and where its companions (profiler_info, analysis.db) live."""
+
+    db: Path
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def detect(path: Path) -> bool:
+    """Whether ``path`` is an msprof / torch_npu SQLite export this reader takes.
+
+    A ``msprof_*.db`` or ``ascend_pytorch_profiler*.db`` file; an msprof ``PROF_*`` directory
+    with ``msprof_*.db`` and no CSV export; a torch_npu ``*_ascend_pt`` directory (or its
+    ``ASCEND_PROFILER_OUTPUT``) with ``ascend_pytorch_profiler*.db`` and no
+    kernel_details.csv / step_trace_time.csv; any other ``*.db`` file that starts like SQLite
+    (a renamed export). ``analysis.db`` and other analysis results are not profiles.
+    """
+    try:
+        return _find(path) is not None
+    except OSError:
+        return False
+
+
+def _find(path: Path, *, reading: bool = False) -> _Located | None:
+    """The export at ``path``; ``reading`` takes any ``*.db`` file (its content is checked)."""
+    if path.is_file():
+        if path.match(TORCH_NPU_DB_GLOB):
+            return _Located(path, "torch_npu_db")
+        if path.match(MSPROF_DB_GLOB):
+            return _Located(path, "msprof_db")
+        if path.suffix != ".db" or path.name in _NOT_PROFILES:
+            return None
+        # A renamed export: claimed only if it is SQLite; the tables tell the source.
+        if reading or _starts_like_sqlite(path):
+            return _Located(path, "")
+        return None
+    if not path.is_dir():
+        return None
+    for output in (path / ASCEND_PROFILER_OUTPUT, path):
+        dbs = sorted(output.glob(TORCH_NPU_DB_GLOB)) if output.is_dir() else []
+        if dbs:
+            if any((output / text).exists() for text in _TORCH_NPU_TEXT):
+                return None
+            located = _Located(dbs[-1], "torch_npu_db")
+            if len(dbs) > 1:
+                located.notes.append(
+                    f"{output} holds {len(dbs)} torch_npu databases; read {dbs[-1].name}"
+                )
+            return located
+    dbs = sorted(path.glob(MSPROF_DB_GLOB))
+    if not dbs or any(next(path.glob(g), None) is not None for g in _MSPROF_TEXT_GLOBS):
+        return None
+    located = _Located(dbs[-1], "msprof_db")
+    if len(dbs) > 1:
+        # Re-exports add msprof_<timestamp>.db files; the newest name is the latest export.
+        located.notes.append(f"{path} holds {len(dbs)} msprof databases; read {dbs[-1].name}")
+    return located
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read(path: Path) -> Profile:
+    """Read an msprof / torch_npu SQLite export into the canonical tables (µs).
+
+    Raises:
+        ProfileError: the path is not such an export, the file is not SQLite, is truncated
+            or corrupt, a required table or column is missing (the message names it), or the
+            export holds neither device tasks nor steps.
+    """
+    located = _find(path, reading=True)
+    if located is None:
+        raise ProfileError(
+            path,
+            "not an msprof / torch_npu SQLite export",
+            expected="msprof_*.db, ascend_pytorch_profiler*.db, or a PROF_* / *_ascend_pt "
+            "directory holding one (without the CSV export)",
+        )
+    db = located.db
+    notes = list(located.notes)
+    with _connect(db) as conn:
+        schema = _Schema(conn, db)
+        if not located.source:
+            # torch_npu adds the framework side (PYTORCH_API, STEP_TIME) to msprof's tables.
+            is_torch = schema.has("PYTORCH_API") or schema.has("STEP_TIME")
+            located.source = "torch_npu_db" if is_torch else "msprof_db"
+        raw = _read_task_rows(conn, schema)
+        comm_ops = _read_comm_ops(conn, schema)
+        rank_of = _rank_map(conn, schema)
+        tasks, busy, task_notes = _build_tasks(db, raw, comm_ops, rank_of)
+        notes += task_notes
+        ranks = sorted(int(r) for r in pd.unique(tasks["rank"]))
+        steps, step_notes = _read_steps(conn, schema, ranks)
+        notes += step_notes
+        if not steps.empty:
+            steps, breakdown_notes = _add_breakdown(conn, schema, located, steps, busy, rank_of)
+            notes += breakdown_notes
+        devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
+        metadata, info_notes = _metadata(conn, schema, located, devices, ranks)
+        notes += info_notes
+    if tasks.empty and steps.empty:
+        raise ProfileError(
+            db,
+            "the export holds no device tasks and no steps",
+            column="TASK",
+            expected="rows in TASK (collect with task-time on) or STEP_TIME",
+        )
+    return Profile(
+        source=located.source,
+        path=str(path),
+        tasks=tasks,
+        steps=steps,
+        metadata=metadata,
+        notes=notes,
+    )
+
+
+def _starts_like_sqlite(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+@contextmanager
+def _connect(db: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection; a file that is not SQLite is refused before sqlite sees it."""
+    try:
+        with db.open("rb") as handle:
+            magic = handle.read(len(SQLITE_MAGIC))
+    except OSError as e:
+        raise ProfileError(db, f"cannot open: {e.strerror or e}") from e
+    if magic != SQLITE_MAGIC:
+        raise ProfileError(
+            db, "not an SQLite database", expected="a file starting with 'SQLite format 3'"
+        )
+    # Exports are WAL databases. Opened with mode=ro alone, sqlite creates -wal/-shm files
+    # beside them and leaves them there; immutable=1 touches nothing (profiles often lie in
+    # shared, read-only places). Only a non-empty -wal file (committed writes not yet copied
+    # into the database: an export still being written) needs the WAL machinery.
+    wal = db.with_name(db.name + "-wal")
+    pending = wal.is_file() and wal.stat().st_size > 0
+    uri = db.resolve().as_uri() + ("?mode=ro" if pending else "?mode=ro&immutable=1")
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as e:
+        raise ProfileError(db, f"cannot open SQLite database: {e}") from e
+    with closing(conn):
+        yield conn
+
+
+def _query(conn: sqlite3.Connection, db: Path, sql: str, table: str | None) -> pd.DataFrame:
+    """``pd.read_sql_query`` whose failures (corrupt, truncated file) become ProfileError."""
+    try:
+        return pd.read_sql_query(sql, conn)
+    except (sqlite3.Error, pd.errors.DatabaseError) as e:
+        # pandas wraps the sqlite error in a message that repeats the SQL; keep sqlite's words.
+        cause = e.__cause__ if isinstance(e.__cause__, sqlite3.Error) else e
+        reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        raise ProfileError(
+            db,
+            f"cannot read the database: {reason}",
+            column=table,
+            expected="a complete SQLite export (is the file truncated or corrupt?)",
+        ) from e
+
+
+class _Schema:
+    """Tables and columns present in the database, and checks that name what is missing."""
+
+    def __init__(self, conn: sqlite3.Connection, db: Path) -> None:
+        self.db = db
+        sql = "SELECT name FROM sqlite_master WHERE type='table'"
+        names = _query(conn, db, sql, None)
+        self.tables = set(names["name"].astype(str))
+        self._columns: dict[str, set[str]] = {}
+        for table in self.tables:
+            info = _query(conn, db, f'PRAGMA table_info("{table}")', table)
+            self._columns[table] = set(info["name"].astype(str))
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        if table not in self.tables:
+            return False
+        return column is None or column in self._columns[table]
+
+    def require(self, table: str, columns: tuple[str, ...], expected: str) -> None:
+        if table not in self.tables:
+            raise ProfileError(self.db, "no such table", column=table, expected=expected)
+        for column in columns:
+            if column not in self._columns[table]:
+                raise ProfileError(
+                    self.db,
+                    "no such column",
+                    column=f"{table}.{column}",
+                    expected=f"columns {', '.join(columns)}",
+                )
+
+    def rows(self, conn: sqlite3.Connection, table: str) -> int:
+        if table not in self.tables:
+            return 0
+        return int(_query(conn, self.db, f'SELECT COUNT(*) AS n FROM "{table}"', table)["n"][0])
+
+
+_TASK_COLUMNS = ("startNs", "endNs", "deviceId", "taskType", "globalTaskId")
+_COMPUTE_COLUMNS = ("globalTaskId", "name", "taskType", "opType")
+_COMM_TASK_COLUMNS = ("globalTaskId", "name", "taskType")
+_COMM_OP_COLUMNS = ("opName", "startNs", "endNs")
+
+
+def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+    """Every TASK row with its strings resolved (one query; the joins are on primary keys)."""
+    schema.require("TASK", _TASK_COLUMNS, "the device task table of an msprof / torch_npu db")
+    schema.require("STRING_IDS", ("id", "value"), "the string table that TASK names point into")
+
+    def task_col(column: str) -> str:
+        return f"t.{column}" if schema.has("TASK", column) else "NULL"
+
+    select = [
+        "t.startNs AS start_ns",
+        "t.endNs AS end_ns",
+        "t.deviceId AS device_id",
+        "t.taskType AS task_type_id",
+        "tt.value AS task_type",
+        f"{task_col('streamId')} AS stream_id",
+        f"{task_col('taskId')} AS task_id",
+        f"{task_col('connectionId')} AS connection_id",
+    ]
+    joins = ["LEFT JOIN STRING_IDS tt ON tt.id = t.taskType"]
+    if schema.has("COMPUTE_TASK_INFO"):
+        schema.require("COMPUTE_TASK_INFO", _COMPUTE_COLUMNS, "operator info of kernel tasks")
+        shapes = "cs.value" if schema.has("COMPUTE_TASK_INFO", "inputShapes") else "NULL"
+        select += [
+            "c.globalTaskId IS NOT NULL AS has_compute_info",
+            "cn.value AS compute_name",
+            "cc.value AS compute_core",
+            "co.value AS compute_op_type",
+            f"{shapes} AS input_shapes",
+        ]
+        joins += [
+            "LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId",
+            "LEFT JOIN STRING_IDS cn ON cn.id = c.name",
+            "LEFT JOIN STRING_IDS cc ON cc.id = c.taskType",
+            "LEFT JOIN STRING_IDS co ON co.id = c.opType",
+        ]
+        if shapes != "NULL":
+            joins.append("LEFT JOIN STRING_IDS cs ON cs.id = c.inputShapes")
+    else:
+        select += [
+            "0 AS has_compute_info",
+            "NULL AS compute_name",
+            "NULL AS compute_core",
+            "NULL AS compute_op_type",
+            "NULL AS input_shapes",
+        ]
+    if schema.has("COMMUNICATION_TASK_INFO"):
+        schema.require("COMMUNICATION_TASK_INFO", _COMM_TASK_COLUMNS, "HCCL task info")
+        select += [
+            "m.globalTaskId IS NOT NULL AS is_comm_task",
+            "mn.value AS comm_name",
+            "mt.value AS comm_task_type",
+        ]
+        # Not a primary key in every version: one row per task before joining.
+        joins += [
+            "LEFT JOIN (SELECT globalTaskId, MIN(name) AS name, MIN(taskType) AS taskType "
+            "FROM COMMUNICATION_TASK_INFO GROUP BY globalTaskId) m "
+            "ON m.globalTaskId = t.globalTaskId",
+            "LEFT JOIN STRING_IDS mn ON mn.id = m.name",
+            "LEFT JOIN STRING_IDS mt ON mt.id = m.taskType",
+        ]
+    else:
+        select += ["0 AS is_comm_task", "NULL AS comm_name", "NULL AS comm_task_type"]
+    sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
+    return _query(conn, schema.db, sql, "TASK")
+
+
+def _read_comm_ops(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+    """COMMUNICATION_OP rows: ``start_ns, end_ns, name, op_type, connection_id, device_id``."""
+    if not schema.has("COMMUNICATION_OP"):
+        return pd.DataFrame(
+            columns=["start_ns", "end_ns", "name", "op_type", "connection_id", "device_id"]
+        )
+    schema.require("COMMUNICATION_OP", _COMM_OP_COLUMNS, "one row per collective operation")
+
+    def op_col(column: str) -> str:
+        return f"op.{column}" if schema.has("COMMUNICATION_OP", column) else "NULL"
+
+    op_type = "ot.value" if schema.has("COMMUNICATION_OP", "opType") else "NULL"
+    sql = (
+        "SELECT op.startNs AS start_ns, op.endNs AS end_ns, n.value AS name, "
+        f"{op_type} AS op_type, {op_col('connectionId')} AS connection_id, "
+        f"{op_col('deviceId')} AS device_id "
+        "FROM COMMUNICATION_OP op LEFT JOIN STRING_IDS n ON n.id = op.opName"
+        + (" LEFT JOIN STRING_IDS ot ON ot.id = op.opType" if op_type != "NULL" else "")
+    )
+    return _query(conn, schema.db, sql, "COMMUNICATION_OP")
+
+
+def _rank_map(conn: sqlite3.Connection, schema: _Schema) -> dict[int, int]:
+    """deviceId → rank from RANK_DEVICE_MAP (devices not in it keep their id as rank)."""
+    if not schema.has("RANK_DEVICE_MAP", "rankId") or not schema.has("RANK_DEVICE_MAP", "deviceId"):
+        return {}
+    table = _query(
+        conn, schema.db, "SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP"
+    )
+    table = table.apply(pd.to_numeric, errors="coerce").dropna()
+    # Single-process runs write an invalid rank (-1 / 0xFFFFFFFF).
+    table = table[(table["rankId"] >= 0) & (table["rankId"] < 2**31 - 1)]
+    return {int(d): int(r) for r, d in zip(table["rankId"], table["deviceId"])}
+
+
+def _ns(values: pd.Series, db: Path, column: str) -> pd.Series:
+    """Integer nanoseconds from a column that may hold integers or their text."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    if numbers.isna().any():
+        row = int(np.flatnonzero(numbers.isna().to_numpy())[0])
+        raise ProfileError(
+            db,
+            f"row {row + 1} holds {values.iloc[row]!r}",
+            column=column,
+            expected="integer nanoseconds",
+        )
+    return numbers.astype("int64")
+
+
+def _text(values: pd.Series) -> pd.Series:
+    """Strings with the export's placeholders (``NULL``, ``N/A``, empty) as missing."""
+    out = values.astype(object)
+    return out.where(~out.isin(_NO_VALUE) & out.notna())
+
+
+def _build_tasks(
+    db: Path, raw: pd.DataFrame, comm_ops: pd.DataFrame, rank_of: dict[int, int]
+) -> tuple[pd.DataFrame, _Busy, list[str]]:
+    """The canonical tasks table, the busy intervals a breakdown is checked against, notes."""
+    notes: list[str] = []
+    start_ns = _ns(raw["start_ns"], db, "TASK.startNs")
+    end_ns = _ns(raw["end_ns"], db, "TASK.endNs")
+    device = _ns(raw["device_id"], db, "TASK.deviceId")
+    has_info = raw["has_compute_info"].fillna(0).astype(bool)
+    is_comm_task = raw["is_comm_task"].fillna(0).astype(bool)
+    task_type = _text(raw["task_type"]).fillna("taskType " + raw["task_type_id"].astype(str))
+
+    # MIX parents: no operator info, same (device, stream, task id, connection) as a sub-task
+    # that has it.
+    key = ["device_id", "stream_id", "task_id", "connection_id"]
+    keyed = raw[key].notna().all(axis=1)
+    parent = pd.Series(False, index=raw.index)
+    if keyed.any() and has_info.any():
+        info_keys = pd.MultiIndex.from_frame(raw.loc[has_info & keyed, key])
+        parent = ~has_info & keyed & pd.MultiIndex.from_frame(raw[key]).isin(info_keys)
+
+    op_level_comm = len(comm_ops) > 0
+    drop = parent.copy()
+    if op_level_comm:
+        comm_connections = pd.to_numeric(comm_ops["connection_id"], errors="coerce").dropna()
+        of_comm_op = ~has_info & raw["connection_id"].isin(comm_connections.to_numpy())
+        drop |= is_comm_task | of_comm_op
+    elif is_comm_task.any():
+        notes.append(
+            "COMMUNICATION_OP is empty: communication counted per HCCL task "
+            "(COMMUNICATION_TASK_INFO)"
+        )
+
+    compute_name = _text(raw["compute_name"])
+    name = task_type.copy()
+    name = name.where(~has_info, compute_name.fillna(task_type))
+    comm_task_kept = is_comm_task & ~drop
+    name = name.where(~comm_task_kept, _text(raw["comm_name"]).fillna(task_type))
+
+    op_type = task_type.copy()
+    op_type = op_type.where(
+        ~has_info, _text(raw["compute_op_type"]).fillna(compute_name).fillna(task_type)
+    )
+    op_type = op_type.where(~comm_task_kept, _text(raw["comm_task_type"]).fillna(task_type))
+
+    core = task_type.copy()
+    core = core.where(~has_info, _text(raw["compute_core"]).fillna(task_type))
+    core = core.where(~comm_task_kept, "HCCL")
+
+    shapes = _text(raw["input_shapes"]).map(lambda v: v.strip('"') if isinstance(v, str) else v)
+    task_table = pd.DataFrame(
+        {
+            "device": device,
+            "name": name,
+            "op_type": op_type,
+            "core": core,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "input_shapes": shapes.where(has_info),
+            "stream": raw["stream_id"].map(lambda v: str(int(v)) if pd.notna(v) else None),
+        }
+    )[~drop.to_numpy()]
+
+    frames = [task_table]
+    if op_level_comm:
+        frames.append(_comm_op_tasks(db, comm_ops, raw, device))
+    tasks = pd.concat(frames, ignore_index=True) if len(frames) > 1 else task_table
+    tasks = tasks.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+
+    out = pd.DataFrame(
+        {
+            "rank": tasks["device"].map(lambda d: rank_of.get(int(d), int(d))).astype("int64"),
+            "step": pd.array([pd.NA] * len(tasks), dtype="Int64"),
+            "name": tasks["name"].astype(object),
+            "op_type": tasks["op_type"].astype(object),
+            "core": tasks["core"].astype(object),
+            "category": _categorize(tasks["core"], tasks["name"]),
+            # Durations from the integer difference: epoch µs in float64 keep only ~0.25 µs.
+            "start_us": tasks["start_ns"].to_numpy() / NS_PER_US,
+            "dur_us": (tasks["end_ns"] - tasks["start_ns"]).to_numpy() / NS_PER_US,
+            "input_shapes": tasks["input_shapes"].astype(object),
+            "stream": tasks["stream"].astype(object),
+        }
+    )
+    if raw["input_shapes"].isna().all():
+        out = out.drop(columns="input_shapes")
+    comm = (out["category"] == Category.COMM.value).to_numpy()
+    busy = _Busy(
+        computing=(
+            device[has_info].to_numpy(dtype=np.int64),
+            start_ns[has_info].to_numpy(dtype=np.int64),
+            end_ns[has_info].to_numpy(dtype=np.int64),
+        ),
+        communication=(
+            tasks["device"].to_numpy(dtype=np.int64)[comm],
+            tasks["start_ns"].to_numpy(dtype=np.int64)[comm],
+            tasks["end_ns"].to_numpy(dtype=np.int64)[comm],
+        ),
+    )
+    return out, busy, notes
+
+
+def _comm_op_tasks(
+    db: Path, comm_ops: pd.DataFrame, raw: pd.DataFrame, task_device: pd.Series
+) -> pd.DataFrame:
+    """COMMUNICATION_OP rows as tasks (core ``HCCL``, like the op rows of kernel_details)."""
+    start_ns = _ns(comm_ops["start_ns"], db, "COMMUNICATION_OP.startNs")
+    end_ns = _ns(comm_ops["end_ns"], db, "COMMUNICATION_OP.endNs")
+    name = _text(comm_ops["name"]).fillna("hcom")
+    # opType is the collective type (hcom_allReduce_); older exports lack it (or write -1):
+    # the same type is the name without its instance numbers.
+    op_type = _text(comm_ops["op_type"]).fillna(
+        name.map(lambda n: m.group(1) if (m := _HCOM_OP_TYPE.match(n)) else n)
+    )
+    device = pd.to_numeric(comm_ops["device_id"], errors="coerce")
+    if device.isna().any():
+        # The op's device is that of the tasks sharing its connectionId.
+        by_connection = (
+            pd.DataFrame({"connection_id": raw["connection_id"], "device": task_device})
+            .dropna()
+            .drop_duplicates("connection_id")
+            .set_index("connection_id")["device"]
+        )
+        device = device.fillna(comm_ops["connection_id"].map(by_connection))
+        fallback = int(task_device.mode().iloc[0]) if len(task_device) else 0
+        device = device.fillna(fallback)
+    return pd.DataFrame(
+        {
+            "device": device.astype("int64"),
+            "name": name,
+            "op_type": op_type,
+            "core": "HCCL",
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "input_shapes": None,
+            "stream": None,
+        }
+    )
+
+
+def _categorize(core: pd.Series, name: pd.Series) -> pd.Series:
+    """:func:`ascend_category` once per distinct (core, name) pair."""
+    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
+    distinct = pairs.drop_duplicates().copy()
+    distinct["category"] = [
+        ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])
+    ]
+    merged = pairs.merge(distinct, on=["core", "name"], how="left")
+    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _read_steps(
+    conn: sqlite3.Connection, schema: _Schema, ranks: list[int]
+) -> tuple[pd.DataFrame, list[str]]:
+    """Step windows from STEP_TIME (torch_npu), else from MSTX step ranges.
+
+    Neither table has a device column; the database is one process, so every rank in it
+    gets the same windows.
+    """
+    windows = pd.DataFrame(columns=["step", "start_ns", "end_ns"])
+    if schema.rows(conn, "STEP_TIME"):
+        schema.require("STEP_TIME", ("id", "startNs", "endNs"), "one row per step")
+        table = _query(conn, schema.db, "SELECT id, startNs, endNs FROM STEP_TIME", "STEP_TIME")
+        windows = pd.DataFrame(
+            {
+                "step": _ns(table["id"], schema.db, "STEP_TIME.id"),
+                "start_ns": _ns(table["startNs"], schema.db, "STEP_TIME.startNs"),
+                "end_ns": _ns(table["endNs"], schema.db, "STEP_TIME.endNs"),
+            }
+        )
+    elif schema.rows(conn, "MSTX_EVENTS"):
+        windows = _mstx_steps(conn, schema)
+    if windows.empty:
+        return _empty_steps(), [NO_STEPS_NOTE]
+    rows = [
+        {
+            "rank": rank,
+            "step": int(w.step),
+            "start_us": w.start_ns / NS_PER_US,
+            "end_us": w.end_ns / NS_PER_US,
+            "start_ns": int(w.start_ns),
+            "end_ns": int(w.end_ns),
+        }
+        for rank in (ranks or [0])
+        for w in windows.itertuples(index=False)
+    ]
+    return pd.DataFrame(rows), []
+
+
+def _mstx_steps(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+    """MSTX start/end ranges whose message names a step (``step 3``, ``ProfilerStep#3``)."""
+    schema.require(
+        "MSTX_EVENTS", ("startNs", "endNs", "eventType", "message"), "MSTX marks and ranges"
+    )
+    sql = (
+        "SELECT e.startNs AS start_ns, e.endNs AS end_ns, s.value AS message "
+        "FROM MSTX_EVENTS e LEFT JOIN STRING_IDS s ON s.id = e.message "
+        f"WHERE e.eventType = {_MSTX_RANGE}"
+    )
+    marks = _query(conn, schema.db, sql, "MSTX_EVENTS")
+    step = marks["message"].astype(str).str.strip().str.extract(_STEP_MARK, expand=False)
+    marks = marks[step.notna()].assign(step=step.dropna().astype("int64"))
+    if marks.empty:
+        return pd.DataFrame(columns=["step", "start_ns", "end_ns"])
+    marks = marks.assign(
+        start_ns=_ns(marks["start_ns"], schema.db, "MSTX_EVENTS.startNs"),
+        end_ns=_ns(marks["end_ns"], schema.db, "MSTX_EVENTS.endNs"),
+    )
+    # Nested or repeated marks of one step (several threads) span the step together.
+    return (
+        marks.groupby("step", as_index=False)
+        .agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+        .sort_values("step")
+    )
+
+
+def _empty_steps() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rank": pd.Series(dtype="int64"),
+            "step": pd.Series(dtype="Int64"),
+            "start_us": pd.Series(dtype="float64"),
+            "end_us": pd.Series(dtype="float64"),
+        }
+    )
+
+
+def _add_breakdown(
+    conn: sqlite3.Connection,
+    schema: _Schema,
+    located: _Located,
+    steps: pd.DataFrame,
+    busy: _Busy,
+    rank_of: dict[int, int],
+) -> tuple[pd.DataFrame, list[str]]:
+    """The steps table with ``computing_us, comm_not_overlapped_us, free_us, preparing_us``.
+
+    From torch_npu's analysis.db when present, else from OVERLAP_ANALYSIS. Either is used only
+    if its Computing and Communication totals match, per step, the union of the kernels with
+    operator info and of the communication tasks; otherwise it is left out with a note (the
+    analysis then works the breakdown out from the tasks). The values are the source's own:
+    its Free stops at the last device task, so the four parts fall short of the step window
+    by the idle tail up to the step's end mark (the analysis gives that tail to Free).
+    """
+    notes: list[str] = []
+    breakdown: pd.DataFrame | None = None
+    origin = ""
+    analysis_db = located.db.parent / "analysis.db"
+    if located.source == "torch_npu_db" and analysis_db.is_file():
+        origin = f"{analysis_db.name} StepTraceTime"
+        try:
+            breakdown = _analysis_db_breakdown(analysis_db, steps)
+        except ProfileError as e:
+            notes.append(f"{origin} unreadable ({e})")
+    if breakdown is None and schema.rows(conn, "OVERLAP_ANALYSIS"):
+        origin = "OVERLAP_ANALYSIS"
+        breakdown = _overlap_breakdown(conn, schema, steps, rank_of)
+    if breakdown is None:
+        return _public_steps(steps), notes
+    merged = steps.merge(breakdown, on=["rank", "step"], how="left")
+    if merged[[_COMMUNICATION_US, *BREAKDOWN_COLUMNS]].isna().any().any():
+        notes.append(f"{origin} does not cover every step: step breakdown left out")
+        return _public_steps(steps), notes
+    for column, label, (device, start, end) in (
+        ("computing_us", "Computing", busy.computing),
+        (_COMMUNICATION_US, "Communication", busy.communication),
+    ):
+        from_tasks = _union_per_step(merged, device, start, end, rank_of)
+        off = (merged[column] - from_tasks).abs() > _BREAKDOWN_TOLERANCE_US
+        if off.any():
+            row = int(np.flatnonzero(off.to_numpy())[0])
+            notes.append(
+                f"{origin} gives {label} {merged[column].iloc[row]:.3f} µs in step "
+                f"{merged['step'].iloc[row]} but the tasks cover {from_tasks.iloc[row]:.3f} µs: "
+                "step breakdown left out"
+            )
+            return _public_steps(steps), notes
+    return _public_steps(merged.drop(columns=_COMMUNICATION_US)), notes
+
+
+def _analysis_db_breakdown(analysis_db: Path, steps: pd.DataFrame) -> pd.DataFrame | None:
+    """torch_npu's own step breakdown (µs) from analysis.db, for every rank of ``steps``."""
+    columns = (
+        "step",
+        "computing",
+        "communication",
+        "communication_not_overlapped",
+        "free",
+        "preparing",
+    )
+    with _connect(analysis_db) as conn:
+        schema = _Schema(conn, analysis_db)
+        if not schema.has("StepTraceTime"):
+            return None
+        schema.require("StepTraceTime", columns, "torch_npu's step breakdown")
+        sql = f"SELECT {', '.join(columns)} FROM StepTraceTime"
+        table = _query(conn, analysis_db, sql, "StepTraceTime")
+    table = table.apply(pd.to_numeric, errors="coerce").dropna(subset=["step"])
+    per_step = pd.DataFrame(
+        {
+            "step": table["step"].astype("int64"),
+            "computing_us": table["computing"].astype("float64"),
+            "communication_us": table["communication"].astype("float64"),
+            "comm_not_overlapped_us": table["communication_not_overlapped"].astype("float64"),
+            "free_us": table["free"].astype("float64"),
+            "preparing_us": table["preparing"].astype("float64"),
+        }
+    )
+    # The analysis.db of a rank directory describes that rank only.
+    ranks = pd.DataFrame({"rank": pd.unique(steps["rank"])})
+    return ranks.merge(per_step, how="cross")
+
+
+def _overlap_breakdown(
+    conn: sqlite3.Connection, schema: _Schema, steps: pd.DataFrame, rank_of: dict[int, int]
+) -> pd.DataFrame | None:
+    """Per (rank, step): the OVERLAP_ANALYSIS intervals clipped to the step window.
+
+    Preparing = first Computing/Communication start − step start (torch_npu's definition);
+    Computing, Communication, Communication(Not Overlapped) and Free are summed from there to
+    the step end — what torch_npu writes to analysis.db for the same intervals.
+    """
+    schema.require(
+        "OVERLAP_ANALYSIS", ("deviceId", "startNs", "endNs", "type"), "Insight's overlap table"
+    )
+    sql = "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS"
+    table = _query(conn, schema.db, sql, "OVERLAP_ANALYSIS")
+    table = table.apply(pd.to_numeric, errors="coerce").dropna()
+    if not table["type"].isin([0, 1, 2, 3]).all():
+        return None
+    rank = table["deviceId"].map(lambda d: rank_of.get(int(d), int(d))).to_numpy()
+    kind = table["type"].to_numpy()
+    start_ns = table["startNs"].to_numpy(dtype=np.int64)
+    end_ns = table["endNs"].to_numpy(dtype=np.int64)
+    rows: list[dict[str, Any]] = []
+    for step_rank, step, lo_ns, hi_ns in _windows(steps):
+        mine = rank == step_rank
+        # Relative to the step start: epoch ns do not fit a float64 exactly.
+        starts, ends = _relative(start_ns[mine], lo_ns), _relative(end_ns[mine], lo_ns)
+        hi = float(hi_ns - lo_ns)
+        busy = np.isin(kind[mine], [_COMPUTING, _COMMUNICATION])
+        busy_starts, _ = clip(starts[busy], ends[busy], 0.0, hi)
+        first = float(busy_starts.min()) if busy_starts.size else hi
+
+        kinds = kind[mine]
+        rows.append(
+            {
+                "rank": step_rank,
+                "step": step,
+                "computing_us": _covered_us(kinds, starts, ends, _COMPUTING, first, hi),
+                "communication_us": _covered_us(kinds, starts, ends, _COMMUNICATION, first, hi),
+                "comm_not_overlapped_us": _covered_us(
+                    kinds, starts, ends, _COMM_NOT_OVERLAPPED, first, hi
+                ),
+                "preparing_us": first / NS_PER_US if busy_starts.size else 0.0,
+                "free_us": _covered_us(kinds, starts, ends, _FREE, first, hi),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _covered_us(
+    kinds: npt.NDArray[Any], starts: FloatArray, ends: FloatArray, code: int, lo: float, hi: float
+) -> float:
+    """µs covered by the OVERLAP_ANALYSIS rows of one type inside ``[lo, hi)``.
+
+    Rows of one type are disjoint, so their clipped sum is their union.
+    """
+    of_type = kinds == code
+    clipped_starts, clipped_ends = clip(starts[of_type], ends[of_type], lo, hi)
+    return float(np.sum(clipped_ends - clipped_starts)) / NS_PER_US
+
+
+def _windows(steps: pd.DataFrame) -> Iterator[tuple[int, int, int, int]]:
+    """``(rank, step, start_ns, end_ns)`` of each row of the internal steps table."""
+    columns = [steps[c].to_numpy(dtype=np.int64) for c in ("rank", "step", "start_ns", "end_ns")]
+    for rank, step, lo, hi in zip(*columns):
+        yield int(rank), int(step), int(lo), int(hi)
+
+
+def _relative(ns: IntArray, origin_ns: int) -> FloatArray:
+    """Nanoseconds since ``origin_ns`` as float64 (exact below 2**53 ns, about 104 days)."""
+    return (ns - np.int64(origin_ns)).astype(np.float64)
+
+
+def _union_per_step(
+    steps: pd.DataFrame, device: IntArray, start: IntArray, end: IntArray, rank_of: dict[int, int]
+) -> pd.Series:
+    """µs covered by the union of the intervals ``[start, end)`` inside each step's window."""
+    rank = np.array([rank_of.get(int(d), int(d)) for d in device], dtype=np.int64)
+    covered = []
+    for step_rank, _, lo_ns, hi_ns in _windows(steps):
+        mine = rank == step_rank
+        s, e = clip(
+            _relative(start[mine], lo_ns), _relative(end[mine], lo_ns), 0.0, float(hi_ns - lo_ns)
+        )
+        merged_starts, merged_ends = merge(s, e)
+        covered.append(float(np.sum(merged_ends - merged_starts)) / NS_PER_US)
+    return pd.Series(covered, index=steps.index, dtype="float64")
+
+
+def _public_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    return steps.drop(columns=["start_ns", "end_ns"])
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _metadata(
+    conn: sqlite3.Connection,
+    schema: _Schema,
+    located: _Located,
+    devices: list[int],
+    ranks: list[int],
+) -> tuple[dict[str, Any], list[str]]:
+    """Environment facts from META_DATA, NPU_INFO and profiler_info*.json, and notes."""
+    metadata: dict[str, Any] = {"export_type": "db", "ranks": ranks}
+    if schema.has("META_DATA", "name") and schema.has("META_DATA", "value"):
+        meta = _query(conn, schema.db, "SELECT name, value FROM META_DATA", "META_DATA")
+        values = {str(n).lower(): v for n, v in zip(meta["name"], meta["value"])}
+        for key in ("cann_version", "torch_npu_version"):
+            if values.get(key):
+                metadata[key] = str(values[key])
+    if schema.has("NPU_INFO", "id") and schema.has("NPU_INFO", "name"):
+        npus = _query(conn, schema.db, "SELECT id, name FROM NPU_INFO", "NPU_INFO").dropna()
+        names = {
+            int(i): str(n)
+            for i, n in zip(pd.to_numeric(npus["id"], errors="coerce"), npus["name"])
+            if pd.notna(i)
+        }
+        # NPU_INFO lists every device of the host; the one that ran the tasks is ours.
+        for device_id in [*devices, *sorted(names)]:
+            if device_id in names:
+                metadata["device"] = names[device_id]
+                break
+    info, notes = _profiler_info(located)
+    experimental = info.get("config", {}).get("experimental_config", {})
+    if isinstance(experimental, dict):
+        for key, source_key in (
+            ("profiler_level", "_profiler_level"),
+            ("aic_metrics", "_aic_metrics"),
+        ):
+            if isinstance(experimental.get(source_key), str):
+                metadata[key] = experimental[source_key]
+    for key in ("cann_version", "torch_npu_version"):
+        if isinstance(info.get(key), str):
+            metadata.setdefault(key, info[key])
+    return metadata, notes
+
+
+def _profiler_info(located: _Located) -> tuple[dict[str, Any], list[str]]:
+    """torch_npu's profiler_info[_{rank}].json in the *_ascend_pt directory, if any."""
+    if located.source != "torch_npu_db":
+        return {}, []
+    parent = located.db.parent
+    roots = [parent.parent, parent] if parent.name == ASCEND_PROFILER_OUTPUT else [parent]
+    for root in roots:
+        for info_path in sorted(root.glob("profiler_info*.json")):
+            try:
+                info = json.loads(info_path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                return {}, [f"{info_path} is unreadable ({e}): versions and level not recorded"]
+            return (info if isinstance(info, dict) else {}), []
+    return {}, []

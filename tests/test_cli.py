@@ -1,0 +1,311 @@
+"""The `perfgate` command as users run it: exit codes, one-line errors, real profiles."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from perfgate.cli import main
+
+DATA = Path(__file__).parent / "data"
+LEVEL1 = DATA / "torch_npu" / "ascend-msinsight" / "pytorch_text_level1_rank0_ascend_pt"
+
+
+def slow_down(profile: Path, out: Path, op_type: str, extra_us: float) -> Path:
+    """A copy of a torch_npu text profile whose ``op_type`` kernels each ran ``extra_us``
+    longer: later kernels start later, and the step's Computing grows by the added time,
+    as torch_npu would have written it."""
+    shutil.copytree(profile, out)
+    kernels = out / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    text = kernels.read_bytes().decode("utf-8")
+    rows = list(csv.reader(io.StringIO(text)))
+    header = rows[0]
+    type_col, start_col, dur_col = (
+        header.index("Type"),
+        header.index("Start Time(us)"),
+        header.index("Duration(us)"),
+    )
+    order = sorted(range(1, len(rows)), key=lambda i: float(rows[i][start_col].strip()))
+    shift = 0.0
+    added = 0.0
+    for i in order:
+        row = rows[i]
+        start = float(row[start_col].strip()) + shift
+        row[start_col] = f"{start:.3f}\t"  # keep the TAB torch_npu writes
+        if row[type_col] == op_type:
+            row[dur_col] = f"{float(row[dur_col]) + extra_us:.3f}"
+            shift += extra_us
+            added += extra_us
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerows(rows)
+    kernels.write_bytes(buffer.getvalue().encode("utf-8"))
+    steps = out / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    step_rows = list(csv.reader(io.StringIO(steps.read_bytes().decode("utf-8"))))
+    computing = step_rows[0].index("Computing")
+    step_rows[1][computing] = str(float(step_rows[1][computing]) + added)
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerows(step_rows)
+    steps.write_bytes(buffer.getvalue().encode("utf-8"))
+    return out
+
+
+def test_inspect_json_gives_the_documented_metrics(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(LEVEL1), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["schema"], doc["schema_version"]) == ("perfgate.inspect", 1)
+    # step 50 = Preparing + Computing + Communication(Not Overlapped) + Free
+    #         = 17902.5 + 8873.756 + 101963.203 + 25744.05 = 154483.509 µs
+    assert doc["metrics"]["step_time_us"]["median"] == pytest.approx(154483.509)
+    assert doc["metrics"]["utilization"]["median"] == pytest.approx(8873.756 / 154483.509)
+    assert round(doc["metrics"]["utilization"]["median"] * 100, 2) == 5.74
+    assert doc["metrics"]["comm_ratio"]["median"] == pytest.approx(101963.203 / 154483.509)
+    assert set(doc["metrics"]) == {
+        "step_time_us",
+        "utilization",
+        "copy_ratio",
+        "comm_ratio",
+        "free_ratio",
+    }
+    assert set(doc["metrics"]["copy_ratio"]) == {"median", "mean", "min", "max", "std", "n"}
+    matmul = next(o for o in doc["operators"] if o["op_type"] == "MatMulV2")
+    assert matmul["core"] == "AI_CORE"
+    assert matmul["calls_per_step"] == 8
+    assert set(matmul) >= {"op_type", "core", "calls_per_step", "time_per_step_us", "share"}
+
+
+def test_inspect_table_names_step_time_and_top_operators(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["inspect", str(LEVEL1)]) == 0
+    out = capsys.readouterr().out
+    assert "step time: median 154.48 ms" in out
+    assert "top operators (10 of" in out
+    assert "MatMulV2" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["inspect", "no/such/dir"], "perfgate: error: no/such/dir: no such file or directory"),
+        (["compare", "a", "b", "c"], "perfgate: error: compare takes at most two paths"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1
+
+
+def test_unknown_layout_is_one_line_naming_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main(["inspect", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfgate: error: {tmp_path}: not a profile layout perfgate knows")
+    assert err.count("\n") == 1
+
+
+def test_bad_option_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        main(["inspect", str(LEVEL1), "--format", "xml"])
+    assert excinfo.value.code == 2
+    assert "argument --format: invalid choice: 'xml'" in capsys.readouterr().err
+
+
+def test_a_profile_compared_with_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(LEVEL1), str(LEVEL1)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: PASS" in out
+
+
+def test_slowed_matmul_kernels_fail_the_gate_and_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 8 MatMulV2 calls × 2 ms = +16 ms on a 154.48 ms step: +10.4%, past the +5% limit.
+    slowed = slow_down(LEVEL1, tmp_path / "slowed_ascend_pt", "MatMulV2", 2000.0)
+    assert main(["compare", str(LEVEL1), str(slowed), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "regression"
+    step = next(m for m in doc["metrics"] if m["name"] == "step_time")
+    assert step["baseline"] == pytest.approx(154483.509)
+    assert step["current"] == pytest.approx(154483.509 + 16000.0)
+    assert step["status"] == "regression"
+    assert step["test"] == "effect-only"  # one step a side: no significance test possible
+    top = doc["operators"][0]
+    assert (top["op_type"], top["core"]) == ("MatMulV2", "AI_CORE")
+    assert top["delta_us"] == pytest.approx(16000.0)
+    assert top["share_of_step_delta"] == pytest.approx(1.0)
+    [line] = doc["summary"]
+    assert "step_time regressed: 154.484 ms → 170.484 ms (+10.4%, limit +5%)" in line
+    assert "explained by MatMulV2 [AI_CORE] +16.000 ms/step, 100% of the step-time increase" in line
+
+
+def _git_repo(path: Path) -> git.Repo:
+    repo = git.Repo.init(path, initial_branch="main")
+    with repo.config_writer() as cfg:
+        cfg.set_value("user", "name", "t")
+        cfg.set_value("user", "email", "t@example.invalid")
+    return repo
+
+
+def test_baseline_recorded_on_main_gates_a_feature_branch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo_dir = tmp_path / "repo"
+    repo = _git_repo(repo_dir)
+    (repo_dir / "model.py").write_text("v1\n")
+    repo.index.add(["model.py"])
+    first = repo.index.commit("model v1").hexsha
+    profile = LEVEL1
+    # Record on main, commit the baseline (as the Action does).
+    assert (
+        main(
+            [
+                "baseline",
+                "update",
+                "--from",
+                str(profile),
+                "--benchmark",
+                "resnet",
+                "--env",
+                "ascend910b-x1",
+                "--repo",
+                str(repo_dir),
+            ]
+        )
+        == 0
+    )
+    recorded = capsys.readouterr().out
+    baseline_file = repo_dir / "baselines" / "resnet" / "ascend910b-x1" / f"{first}.json"
+    assert recorded.strip() == f"recorded {baseline_file}"
+    stored = json.loads(baseline_file.read_text())
+    assert stored["format"] == "perfgate.baseline"
+    assert stored["commit"] == first
+    assert stored["samples"]["step_time_us"] == [pytest.approx(154483.509)]
+    repo.index.add([str(baseline_file.relative_to(repo_dir))])
+    repo.index.commit("perfgate: baseline")
+    # A feature branch with a slower model.
+    repo.git.checkout("-b", "feature")
+    (repo_dir / "model.py").write_text("v2\n")
+    repo.index.add(["model.py"])
+    repo.index.commit("model v2")
+    slowed = slow_down(profile, tmp_path / "slowed_ascend_pt", "MatMulV2", 2000.0)
+
+    assert (
+        main(
+            [
+                "compare",
+                str(slowed),
+                "--benchmark",
+                "resnet",
+                "--env",
+                "ascend910b-x1",
+                "--repo",
+                str(repo_dir),
+                "--format",
+                "json",
+            ]
+        )
+        == 1
+    )
+    doc = json.loads(capsys.readouterr().out)
+    [bench] = doc["benchmarks"]
+    assert bench["verdict"] == "regression"
+    assert bench["baseline"]["commit"] == first
+    assert bench["baseline"]["how"] == "merge-base of HEAD and main"
+    assert bench["baseline"]["distance"] == 1  # merge-base has no baseline; its parent does
+
+    assert (
+        main(
+            [
+                "compare",
+                str(profile),
+                "--benchmark",
+                "resnet",
+                "--env",
+                "ascend910b-x1",
+                "--repo",
+                str(repo_dir),
+            ]
+        )
+        == 0
+    )
+    assert "verdict: PASS" in capsys.readouterr().out
+
+    # Another runner environment has no baseline: not a regression, and it says how to fix.
+    assert (
+        main(
+            [
+                "compare",
+                str(slowed),
+                "--benchmark",
+                "resnet",
+                "--env",
+                "cpu-x86_64",
+                "--repo",
+                str(repo_dir),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "[NO-BASELINE] resnet" in out
+    assert "baselines of 'resnet' exist for other runner environments: ascend910b-x1" in out
+    assert (
+        main(
+            [
+                "compare",
+                str(slowed),
+                "--benchmark",
+                "resnet",
+                "--env",
+                "cpu-x86_64",
+                "--repo",
+                str(repo_dir),
+                "--strict",
+            ]
+        )
+        == 1
+    )
+    capsys.readouterr()
+
+    assert main(["baseline", "list", "--repo", str(repo_dir)]) == 0
+    assert f"resnet       ascend910b-x1  {first[:12]}" in capsys.readouterr().out
+
+
+def test_baseline_update_refuses_a_dirty_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _git_repo(tmp_path)
+    (tmp_path / "model.py").write_text("v1\n")
+    repo.index.add(["model.py"])
+    repo.index.commit("v1")
+    (tmp_path / "model.py").write_text("v2\n")
+    assert main(["baseline", "update", "--from", str(LEVEL1), "--repo", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "the working tree has uncommitted changes" in err
+    assert "--allow-dirty" in err
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_python_dash_m_perfgate_runs_the_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", "inspect", str(LEVEL1), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metrics"]["step_time_us"]["n"] == 1
