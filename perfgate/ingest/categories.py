@@ -11,8 +11,9 @@ ASCEND_COMPUTE = frozenset(
 )
 ASCEND_COPY = frozenset({"MEMCPY_ASYNC", "SDMA_SQE", "PCIE_DMA_SQE"})
 ASCEND_COMM = frozenset({"HCCL", "COMMUNICATION"})
-# Task types that only carry a name at Level0 (``N/A``): see ascend_category.
-UNKNOWN_CORE = frozenset({"", "N/A", "NA", "UNKNOWN"})
+# Task types that say nothing: ``N/A`` at Level0, ``Other`` for AI Core kernels in some
+# torch_npu timelines (torch_npu counts those as Computing). See ascend_category.
+UNKNOWN_CORE = frozenset({"", "N/A", "NA", "UNKNOWN", "OTHER"})
 
 CPU_COPY_OPS = frozenset({"aten::copy_", "aten::to", "aten::_to_copy"})
 

@@ -1,0 +1,826 @@
+"""Chrome-trace readers: torch.profiler (Kineto) traces and Ascend timelines.
+
+Two sources share the Chrome trace event format and this module:
+
+* ``kineto`` — a torch.profiler trace (``export_chrome_trace``, ``tensorboard_trace_handler``:
+  ``*.pt.trace.json`` / ``*.pt.trace.json.gz``): a JSON object whose ``traceEvents`` array holds
+  the events, after a header with ``deviceProperties`` and ``distributedInfo``. A directory
+  holding several such traces is read as one profile, one rank per file.
+* ``ascend_timeline`` — torch_npu's ``trace_view.json`` or msprof's ``msprof_*.json``: a JSON
+  *array* of events whose ``ts`` is a string of epoch µs (``"1704161511420306.491"``).
+  Tracks are found by their ``process_name`` metadata, never by pid (msprof-formats.md §2.7).
+
+Events are streamed with ijson (gzip through :func:`gzip.open`) into columns; the file is never
+loaded whole. Times are kept as integer nanoseconds while reading (``ts`` strings and decimals
+are exact there) and become float64 µs in the canonical tables (see :mod:`perfgate.model`).
+
+Kineto tables:
+
+* ``steps`` — one row per ``ProfilerStep#N`` complete event of category ``user_annotation``
+  (``cpu_op`` in older torch), per rank: ``step = N``, ``[ts, ts + dur)``. The device-side
+  copies (category ``gpu_user_annotation``) are not step marks.
+* ``tasks`` — with GPU events (categories ``kernel``, ``gpu_memcpy``, ``gpu_memset``): one row
+  per such event; ``op_type`` = the kernel name (on CUDA the name is the operator identity),
+  ``core`` = the event category, ``category`` from :func:`cuda_category`, ``direction`` for
+  copies, ``stream`` from ``args.stream``. Without GPU events: the top-level ``cpu_op`` events
+  (:func:`top_level_mask`), ``core = "cpu"``, ``category`` from :func:`cpu_category`,
+  ``input_shapes`` from ``args["Input Dims"]`` when recorded, and
+  ``metadata["task_basis"] = "cpu"``.
+* A task belongs to the step whose window contains its start; ``step`` is <NA> outside
+  every window.
+
+Ascend timeline tables: tasks are the complete events on ``Ascend Hardware`` tracks (``core`` =
+``args["Task Type"]``), steps the ``ProfilerStep#N`` events of the framework (``Python``)
+process, and each step gets the breakdown torch_npu writes to ``step_trace_time.csv``, summed
+from the ``Overlap Analysis`` track (msprof-formats.md §3.3).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
+from typing import IO, Any, Literal, cast
+
+import ijson
+import numpy as np
+import pandas as pd
+from pandas.api.extensions import ExtensionArray
+
+from perfgate.errors import ProfileError
+from perfgate.ingest.ascend_csv import categorize, op_type_from_name
+from perfgate.ingest.categories import (
+    ASCEND_COMM,
+    ASCEND_COMPUTE,
+    ASCEND_COPY,
+    cpu_category,
+    cuda_category,
+    cuda_copy_direction,
+)
+from perfgate.model import CPU_OPS, DEVICE_TASKS, Profile
+
+KINETO = "kineto"
+ASCEND_TIMELINE = "ascend_timeline"
+NO_STEP_MARKS_NOTE = "no step marks: analysed as one window"
+
+KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+# Directories other readers own (torch_npu, msprof): a directory holding one is not ours.
+_FOREIGN_DIR = re.compile(r"^(ASCEND_PROFILER_OUTPUT|PROF_.*|.*_ascend_pt)$")
+
+# How much of a file detect() looks at.
+_DETECT_BYTES = 8192
+# Keys Kineto writes in a trace's header (before the events): one of them marks a trace even
+# when a big header pushes "traceEvents" past the first few KB.
+_KINETO_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
+
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_MARK_CATS = frozenset({"user_annotation", "cpu_op"})
+GPU_EVENT_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+ASCEND_HARDWARE = "Ascend Hardware"
+OVERLAP_ANALYSIS = "Overlap Analysis"
+_ASCEND_PROCESSES = frozenset({ASCEND_HARDWARE, OVERLAP_ANALYSIS, "CANN", "AI Core Freq"})
+_KNOWN_TASK_TYPES = ASCEND_COMPUTE | ASCEND_COPY | ASCEND_COMM
+# Task Type values that say nothing; a task whose *name* is a task type then takes it as core.
+_UNSPECIFIC_TASK_TYPES = frozenset({"", "N/A", "OTHER"})
+# Overlap Analysis event name → canonical breakdown column (torch_npu's step_trace_time.csv).
+_OVERLAP_COLUMNS = {
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "comm_not_overlapped_us",
+    "Free": "free_us",
+}
+# Events that mark the first device work of a step, for Preparing (torch_npu's rule).
+_FIRST_WORK_EVENTS = frozenset({"Computing", "Communication"})
+
+# Top-level header keys that may carry the torch version (Kineto itself writes none).
+_TORCH_VERSION_KEYS = ("pytorch_version", "torch_version")
+
+_NS_PER_US = 1000
+_TRACE_EXPECTED = (
+    "a torch.profiler trace (a JSON object with a 'traceEvents' array) or an Ascend "
+    "timeline (a JSON array of trace events)"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------
+
+
+def detect(path: Path) -> bool:
+    """Whether ``path`` is a Chrome trace file, or a directory of torch.profiler traces.
+
+    A file must be named ``*.json`` / ``*.json.gz`` and start (after white space) with ``{``
+    and a Kineto header key, or with ``[`` and an event object. A directory must hold
+    ``*.pt.trace.json[.gz]`` files and no torch_npu / msprof output (other readers take those).
+    At most :data:`_DETECT_BYTES` of one file are read.
+    """
+    path = Path(path)
+    try:
+        if path.is_dir():
+            children = list(path.iterdir())
+            if any(c.is_dir() and _FOREIGN_DIR.match(c.name) for c in children):
+                return False
+            return any(c.is_file() and c.name.endswith(KINETO_SUFFIXES) for c in children)
+        if not (path.is_file() and path.name.endswith((".json", ".json.gz"))):
+            return False
+        with _open(path) as handle:
+            head = handle.read(_DETECT_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False
+    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"{"):
+        return any(key in head for key in _KINETO_HEADER_KEYS)
+    if head.startswith(b"["):
+        return head[1:].lstrip().startswith(b"{") and b'"ph"' in head
+    return False
+
+
+def read(path: Path) -> Profile:
+    """Read a torch.profiler trace (file or directory) or an Ascend timeline.
+
+    Raises:
+        ProfileError: the file is missing, truncated or not JSON; a JSON object has no
+            ``traceEvents``; an event lacks ``ts``/``dur`` or holds a non-number there; the
+            trace holds neither tasks nor step marks; two traces of a directory claim the
+            same rank.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _read_kineto_dir(path)
+    if not path.exists():
+        raise ProfileError(path, "no such file or directory")
+    trace = _read_trace(path)
+    if trace.layout == "array" and trace.is_ascend():
+        return _ascend_profile(path, trace)
+    return _kineto_profile(path, [(path, trace)])
+
+
+def profiler_step_windows(path: Path) -> pd.DataFrame:
+    """The ``ProfilerStep#N`` windows of a Chrome trace (``trace_view.json``, a Kineto trace).
+
+    Returns columns ``step`` (Int64), ``start_us``, ``end_us`` (float64, the event's
+    ``[ts, ts + dur)``), sorted by step; no rows when the trace has no step marks.
+
+    Raises:
+        ProfileError: as :func:`read` for a file that is not a readable trace, or when one step
+            number is marked twice.
+    """
+    path = Path(path)
+    trace = _read_trace(path, keep=lambda name: name.startswith("ProfilerStep#"))
+    windows = _step_windows(trace.events)
+    if windows["step"].duplicated().any():
+        step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
+        raise ProfileError(
+            path, f"ProfilerStep#{step} is marked twice", column="name", expected="one per step"
+        )
+    return pd.DataFrame(
+        {
+            "step": windows["step"].astype("Int64"),
+            "start_us": windows["start_ns"] / _NS_PER_US,
+            "end_us": windows["end_ns"] / _NS_PER_US,
+        }
+    ).reset_index(drop=True)
+
+
+def top_level_mask(ops: pd.DataFrame) -> pd.Series:
+    """Which CPU ops are top-level: not nested inside another op of the same thread.
+
+    ``ops`` has columns ``pid``, ``tid``, ``ts_ns``, ``dur_ns`` (one row per ``cpu_op``; the
+    ``ProfilerStep#N`` marks and ``user_annotation`` ranges such as ``Optimizer.step#SGD.step``
+    are *not* passed in, so they are never parents).
+
+    The rule: op B is nested in op A when both ran on the same ``(pid, tid)`` and
+    ``[B.ts, B.ts + B.dur]`` lies inside ``[A.ts, A.ts + A.dur]``. An op nested in nothing is
+    top-level. Threads are independent: ops on another thread (e.g. CUDA's autograd device
+    thread running ``autograd::engine::evaluate_function: …``) are top-level there when nothing
+    on *their* thread encloses them. Of two ops with the same interval the first listed is the
+    parent. Two ops that only partly overlap (which one thread cannot produce) are both
+    top-level.
+
+    Sorted by start (longest first on ties), an op is nested exactly when an earlier op of its
+    thread ends at or after its end, so one running maximum of end times per thread decides.
+    torch 2.13 on CPU records the whole training step on the calling thread: forward aten ops,
+    ``autograd::engine::evaluate_function: XBackward0`` for each backward node, and the
+    optimizer's ``aten::add_`` etc. (under a ``user_annotation``, so top-level themselves).
+    """
+    if ops.empty:
+        return pd.Series(np.zeros(0, dtype=bool), index=ops.index)
+    end = ops["ts_ns"] + ops["dur_ns"]
+    frame = pd.DataFrame(
+        {
+            "thread": ops["pid"].astype(str) + "/" + ops["tid"].astype(str),
+            "ts": ops["ts_ns"],
+            "neg_end": -end,
+            "end": end,
+            "order": np.arange(len(ops)),
+        },
+        index=ops.index,
+    ).sort_values(["thread", "ts", "neg_end", "order"], kind="stable")
+    # Kept in int64 ns throughout: epoch nanoseconds do not fit a float64 exactly.
+    ends = frame["end"].to_numpy()
+    threads = frame["thread"].to_numpy()
+    running_max = frame.groupby("thread", sort=False)["end"].cummax().to_numpy()
+    first_of_thread = np.ones(len(frame), dtype=bool)
+    first_of_thread[1:] = threads[1:] != threads[:-1]
+    earlier_max_end = np.zeros(len(frame), dtype=np.int64)
+    earlier_max_end[1:] = running_max[:-1]
+    top = first_of_thread | (ends > earlier_max_end)
+    return pd.Series(top, index=frame.index).reindex(ops.index)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming the events into columns
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Trace:
+    """The complete (``ph: X``) events of one trace as columns, plus its metadata.
+
+    ``events`` columns: ``cat``, ``name``, ``pid``, ``tid`` (str), ``ts_ns`` (int64, exact),
+    ``stream``, ``task_type``, ``input_shapes`` (object, None when absent), ``dur_us``
+    (float64, as written) and ``dur_ns`` (int64, rounded, for interval logic).
+    """
+
+    layout: Literal["object", "array"]
+    header: dict[str, Any]
+    events: pd.DataFrame
+    process_names: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)
+
+    def is_ascend(self) -> bool:
+        return bool(_ASCEND_PROCESSES & set(self.process_names.values()))
+
+    def pids_named(self, name: str) -> list[str]:
+        return sorted(pid for pid, pname in self.process_names.items() if pname == name)
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[IO[bytes]]:
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "rb") as handle:
+            yield cast(IO[bytes], handle)
+    else:
+        with path.open("rb") as handle:
+            yield handle
+
+
+@contextmanager
+def _json_errors(path: Path) -> Iterator[None]:
+    """Turn what a damaged file raises while streaming into one ProfileError naming it."""
+    try:
+        yield
+    except ijson.JSONError as exc:
+        raise ProfileError(
+            path, f"is truncated or not valid JSON ({_first_line(exc)})", expected=_TRACE_EXPECTED
+        ) from exc
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ProfileError(
+            path,
+            f"is a truncated or damaged gzip file ({_first_line(exc)})",
+            expected=_TRACE_EXPECTED,
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(path, "is not UTF-8 JSON text", expected=_TRACE_EXPECTED) from exc
+    except OSError as exc:
+        raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (yajl adds a multi-line pointer)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0].strip() if lines else type(exc).__name__
+
+
+def _read_trace(path: Path, keep: Callable[[str], bool] | None = None) -> _Trace:
+    """Stream ``path`` into a :class:`_Trace`; ``keep(name)`` filters the X events stored."""
+    with _json_errors(path):
+        layout, header = _read_layout(path)
+        prefix = "traceEvents.item" if layout == "object" else "item"
+        columns = _EventColumns(path)
+        with _open(path) as handle:
+            for event in ijson.items(handle, prefix):
+                columns.add(event, keep)
+    return _Trace(layout, header, columns.frame(), columns.process_names, columns.process_labels)
+
+
+def _read_layout(path: Path) -> tuple[Literal["object", "array"], dict[str, Any]]:
+    """Whether the trace is an object with ``traceEvents`` or an array of events.
+
+    For an object, also returns the header keys that precede ``traceEvents`` (Kineto writes
+    ``deviceProperties`` and ``distributedInfo`` there); parsing stops at ``traceEvents``.
+    """
+    builder = ijson.ObjectBuilder()
+    top_level: str | None = None
+    with _open(path) as handle:
+        for prefix, event, value in ijson.parse(handle):
+            if prefix == "" and top_level is None:
+                top_level = event
+                if event == "start_array":
+                    return "array", {}
+                if event != "start_map":
+                    raise ProfileError(
+                        path,
+                        f"holds a JSON {event.replace('start_', '')}, not a trace",
+                        expected=_TRACE_EXPECTED,
+                    )
+            if prefix == "" and event == "map_key" and value == "traceEvents":
+                header = builder.value
+                return "object", dict(header) if isinstance(header, dict) else {}
+            builder.event(event, value)
+    if top_level is None:
+        raise ProfileError(path, "file is empty", expected=_TRACE_EXPECTED)
+    raise ProfileError(
+        path,
+        "JSON object has no 'traceEvents' key: not a Chrome trace",
+        column="traceEvents",
+        expected=_TRACE_EXPECTED,
+    )
+
+
+class _EventColumns:
+    """Accumulates X events column by column and process metadata from M events."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cat: list[str] = []
+        self.name: list[str] = []
+        self.pid: list[str] = []
+        self.tid: list[str] = []
+        self.ts_ns: list[int] = []
+        self.dur_us: list[float] = []
+        self.stream: list[str | None] = []
+        self.task_type: list[str | None] = []
+        self.input_shapes: list[str | None] = []
+        self.process_names: dict[str, str] = {}
+        self.process_labels: dict[str, str] = {}
+        # One string object per distinct value: traces repeat names and categories a lot.
+        self._strings: dict[str, str] = {}
+        self.seen = 0  # events read so far, to point at a bad one
+
+    def _intern(self, value: object) -> str:
+        text = "" if value is None else str(value)
+        return self._strings.setdefault(text, text)
+
+    def add(self, event: object, keep: Callable[[str], bool] | None) -> None:
+        self.seen += 1
+        if not isinstance(event, dict):
+            raise ProfileError(
+                self.path,
+                f"trace event #{self.seen} is a JSON {type(event).__name__}",
+                expected="JSON objects as trace events",
+            )
+        phase = event.get("ph")
+        if phase == "M":
+            self._metadata(event)
+            return
+        if phase != "X":
+            return
+        name = self._intern(event.get("name"))
+        if keep is not None and not keep(name):
+            return
+        args = event.get("args")
+        args = args if isinstance(args, dict) else {}
+        self.cat.append(self._intern(event.get("cat")))
+        self.name.append(name)
+        self.pid.append(self._intern(event.get("pid")))
+        self.tid.append(self._intern(event.get("tid")))
+        self.ts_ns.append(self._ns(event, "ts"))
+        self.dur_us.append(self._us(event, "dur"))
+        stream = args.get("stream", args.get("Stream Id", args.get("Physic Stream Id")))
+        self.stream.append(None if stream is None else self._intern(stream))
+        task_type = args.get("Task Type")
+        self.task_type.append(None if task_type is None else self._intern(task_type))
+        dims = args.get("Input Dims")
+        self.input_shapes.append(_shapes_text(dims) if isinstance(dims, list) else None)
+
+    def _metadata(self, event: dict[str, Any]) -> None:
+        args = event.get("args")
+        if not isinstance(args, dict):
+            return
+        pid = self._intern(event.get("pid"))
+        if event.get("name") == "process_name" and isinstance(args.get("name"), str):
+            self.process_names[pid] = args["name"]
+        elif event.get("name") == "process_labels" and isinstance(args.get("labels"), str):
+            self.process_labels[pid] = args["labels"]
+
+    def _ns(self, event: dict[str, Any], key: str) -> int:
+        """A time stamp (µs: int, decimal or a string of a decimal) as integer ns, exactly."""
+        number = self._decimal(event, key)
+        return int((number * _NS_PER_US).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+    def _us(self, event: dict[str, Any], key: str) -> float:
+        """A duration in µs as float64 (Ascend writes sub-ns digits, e.g. ``1.2695``)."""
+        return float(self._decimal(event, key))
+
+    def _decimal(self, event: dict[str, Any], key: str) -> Decimal:
+        value = event.get(key)
+        try:
+            if isinstance(value, bool) or value is None:
+                raise InvalidOperation
+            number = Decimal(value.strip()) if isinstance(value, str) else Decimal(value)
+            if not number.is_finite():
+                raise InvalidOperation
+            return number
+        except (InvalidOperation, TypeError, ValueError) as exc:
+            where = f"trace event #{self.seen} ({event.get('name')!r})"
+            problem = "missing" if value is None else f"{value!r} is not a number"
+            raise ProfileError(
+                self.path, f"{where}: {problem}", column=key, expected="µs as a number"
+            ) from exc
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "cat": pd.Series(self.cat, dtype=object),
+                "name": pd.Series(self.name, dtype=object),
+                "pid": pd.Series(self.pid, dtype=object),
+                "tid": pd.Series(self.tid, dtype=object),
+                "ts_ns": pd.Series(self.ts_ns, dtype="int64"),
+                "dur_us": pd.Series(self.dur_us, dtype="float64"),
+                # Interval logic (nesting, step windows) runs on integer ns.
+                "dur_ns": np.rint(np.asarray(self.dur_us, dtype="float64") * _NS_PER_US).astype(
+                    "int64"
+                ),
+                "stream": pd.Series(self.stream, dtype=object),
+                "task_type": pd.Series(self.task_type, dtype=object),
+                "input_shapes": pd.Series(self.input_shapes, dtype=object),
+            }
+        )
+
+
+def _shapes_text(dims: list[Any]) -> str:
+    """Kineto ``Input Dims`` ``[[8, 16], []]`` → ``8,16;`` (the Ascend ``Input Shapes`` form)."""
+    return ";".join(
+        ",".join(str(d) for d in shape) if isinstance(shape, list) else str(shape) for shape in dims
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps and step assignment (both sources)
+# ---------------------------------------------------------------------------------------------
+
+
+def _step_windows(events: pd.DataFrame) -> pd.DataFrame:
+    """``ProfilerStep#N`` host events → columns ``step`` (int), ``start_ns``, ``end_ns``."""
+    number = events["name"].str.extract(_PROFILER_STEP, expand=False)
+    marks = events.loc[number.notna() & events["cat"].isin(_STEP_MARK_CATS)]
+    return (
+        pd.DataFrame(
+            {
+                "step": number.loc[marks.index].astype("int64"),
+                "start_ns": marks["ts_ns"],
+                "end_ns": marks["ts_ns"] + marks["dur_ns"],
+            }
+        )
+        .sort_values("step")
+        .reset_index(drop=True)
+    )
+
+
+def _steps_in_window(starts_ns: np.ndarray, windows: pd.DataFrame) -> ExtensionArray:
+    """The step whose ``[start, end)`` holds each start; <NA> outside every window."""
+    result = pd.array([pd.NA] * len(starts_ns), dtype="Int64")
+    if windows.empty or len(starts_ns) == 0:
+        return result
+    ordered = windows.sort_values("start_ns")
+    window_starts = ordered["start_ns"].to_numpy()
+    window_ends = ordered["end_ns"].to_numpy()
+    idx = np.searchsorted(window_starts, starts_ns, side="right") - 1
+    safe = np.clip(idx, 0, None)
+    inside = (idx >= 0) & (starts_ns < window_ends[safe])
+    steps = ordered["step"].to_numpy()[safe]
+    result[inside] = steps[inside]
+    return result
+
+
+def _steps_table(rank: int, windows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(windows), rank, dtype="int64"),
+            "step": windows["step"].astype("Int64").to_numpy(),
+            "start_us": windows["start_ns"].to_numpy() / _NS_PER_US,
+            "end_us": windows["end_ns"].to_numpy() / _NS_PER_US,
+        }
+    )
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    kept = [f for f in frames if len(f) > 0]
+    if not kept:
+        return frames[0] if frames else pd.DataFrame()
+    return pd.concat(kept, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kineto
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_kineto_dir(directory: Path) -> Profile:
+    files = sorted(
+        p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES)
+    )
+    if not files:
+        raise ProfileError(
+            directory,
+            "holds no torch.profiler trace",
+            expected="*.pt.trace.json or *.pt.trace.json.gz files",
+        )
+
+    def traces() -> Iterator[tuple[Path, _Trace]]:
+        # One trace in memory at a time: only its canonical rows are kept.
+        for file in files:
+            trace = _read_trace(file)
+            if trace.layout != "object":
+                raise ProfileError(
+                    file,
+                    "is a JSON array, not a torch.profiler trace",
+                    expected="a JSON object with a 'traceEvents' array",
+                )
+            yield file, trace
+
+    return _kineto_profile(directory, traces())
+
+
+def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]]) -> Profile:
+    """One rank per trace: ``distributedInfo.rank``, else the trace's place in file order."""
+    tasks: list[pd.DataFrame] = []
+    steps: list[pd.DataFrame] = []
+    devices: list[str] = []
+    notes: list[str] = []
+    cpu_basis: list[bool] = []
+    versions: set[str] = set()
+    owner: dict[int, Path] = {}
+    for order, (file, trace) in enumerate(traces):
+        rank = _kineto_rank(trace.header, order)
+        if rank in owner:
+            raise ProfileError(
+                file,
+                f"claims rank {rank}, as {owner[rank].name} does",
+                column="distributedInfo.rank",
+                expected="one trace per rank",
+            )
+        owner[rank] = file
+        windows = _step_windows(trace.events)
+        if windows["step"].duplicated().any():
+            step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
+            raise ProfileError(
+                file, f"ProfilerStep#{step} is marked twice", column="name", expected="one per step"
+            )
+        device_events = trace.events["cat"].isin(GPU_EVENT_CATS)
+        if device_events.any():
+            rank_tasks = _gpu_tasks(trace.events.loc[device_events], windows, rank)
+            devices += _gpu_device_names(trace.header, trace.events.loc[device_events])
+            cpu_basis.append(False)
+        else:
+            rank_tasks = _cpu_tasks(trace.events, windows, rank)
+            cpu_basis.append(True)
+        if rank_tasks.empty and windows.empty:
+            raise ProfileError(
+                file,
+                "holds no task or step events: no kernel/gpu_memcpy/gpu_memset events, "
+                "no cpu_op events and no ProfilerStep#N marks",
+                column="traceEvents",
+                expected="a torch.profiler trace recorded with CPU and/or CUDA activities",
+            )
+        outside = int(rank_tasks["step"].isna().sum()) if not windows.empty else 0
+        if outside:
+            kind = "CPU ops" if cpu_basis[-1] else "device tasks"
+            notes.append(
+                f"{file.name}: {outside} of {len(rank_tasks)} {kind} start outside every "
+                "ProfilerStep window (step left empty)"
+            )
+        tasks.append(rank_tasks)
+        steps.append(_steps_table(rank, windows))
+        versions |= {str(trace.header[k]) for k in _TORCH_VERSION_KEYS if k in trace.header}
+    if len(set(cpu_basis)) > 1:
+        raise ProfileError(
+            path,
+            "mixes GPU traces and CPU-only traces",
+            expected="traces of one run, all with or all without GPU activity",
+        )
+    all_steps = _concat(steps)
+    if all_steps.empty:
+        notes.append(NO_STEP_MARKS_NOTE)
+    metadata: dict[str, Any] = {
+        "ranks": sorted(owner),
+        "task_basis": CPU_OPS if cpu_basis[0] else DEVICE_TASKS,
+    }
+    device = "cpu" if cpu_basis[0] else ", ".join(dict.fromkeys(devices))
+    if device:  # a GPU trace without deviceProperties does not say which GPU
+        metadata["device"] = device
+    if versions:
+        metadata["torch_version"] = ", ".join(sorted(versions))
+    return Profile(
+        source=KINETO,
+        path=str(path),
+        tasks=_concat(tasks),
+        steps=all_steps,
+        metadata=metadata,
+        notes=notes,
+    )
+
+
+def _kineto_rank(header: dict[str, Any], order: int) -> int:
+    info = header.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else order
+
+
+def _gpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.DataFrame:
+    names = events["name"]
+    cats = events["cat"]
+    pairs = pd.unique(pd.Series(list(zip(cats, names)), dtype=object))
+    category = {pair: cuda_category(pair[0], pair[1]).value for pair in pairs}
+    direction = [
+        cuda_copy_direction(name) if cat == "gpu_memcpy" else None for cat, name in zip(cats, names)
+    ]
+    starts = events["ts_ns"].to_numpy()
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(events), rank, dtype="int64"),
+            "step": _steps_in_window(starts, windows),
+            "name": names.to_numpy(),
+            "op_type": names.to_numpy(),
+            "core": cats.to_numpy(),
+            "category": [category[pair] for pair in zip(cats, names)],
+            "start_us": starts / _NS_PER_US,
+            "dur_us": events["dur_us"].to_numpy(),
+            "direction": pd.Series(direction, dtype=object).to_numpy(),
+            "stream": events["stream"].to_numpy(),
+        }
+    )
+
+
+def _gpu_device_names(header: dict[str, Any], device_events: pd.DataFrame) -> list[str]:
+    """Names of the ``deviceProperties`` entries whose id the GPU events' pids use."""
+    props = header.get("deviceProperties")
+    if not isinstance(props, list):
+        return []
+    by_id = {str(p.get("id")): str(p["name"]) for p in props if isinstance(p, dict) and "name" in p}
+    used = [by_id[pid] for pid in pd.unique(device_events["pid"]) if pid in by_id]
+    if used:
+        return used
+    return list(by_id.values())[:1]
+
+
+def _cpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.DataFrame:
+    ops = events.loc[(events["cat"] == "cpu_op") & ~events["name"].str.match(_PROFILER_STEP)]
+    ops = ops.loc[top_level_mask(ops)]
+    names = ops["name"]
+    category = {name: cpu_category(name).value for name in pd.unique(names)}
+    starts = ops["ts_ns"].to_numpy()
+    tasks = pd.DataFrame(
+        {
+            "rank": np.full(len(ops), rank, dtype="int64"),
+            "step": _steps_in_window(starts, windows),
+            "name": names.to_numpy(),
+            "op_type": names.to_numpy(),
+            "core": np.full(len(ops), "cpu", dtype=object),
+            "category": names.map(category).to_numpy(),
+            "start_us": starts / _NS_PER_US,
+            "dur_us": ops["dur_us"].to_numpy(),
+        }
+    )
+    if ops["input_shapes"].notna().any():
+        tasks["input_shapes"] = ops["input_shapes"].to_numpy()
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# Ascend timelines (trace_view.json, msprof_*.json)
+# ---------------------------------------------------------------------------------------------
+
+
+def _ascend_profile(path: Path, trace: _Trace) -> Profile:
+    events = trace.events
+    hardware = trace.pids_named(ASCEND_HARDWARE)
+    rank_of = _ascend_ranks(trace, hardware)
+    windows = _step_windows(events.loc[~events["pid"].isin(_device_pids(trace))])
+    if windows["step"].duplicated().any():
+        step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
+        raise ProfileError(
+            path, f"ProfilerStep#{step} is marked twice", column="name", expected="one per step"
+        )
+    device_events = events.loc[events["pid"].isin(hardware)]
+    if device_events.empty and windows.empty:
+        raise ProfileError(
+            path,
+            "holds no task or step events: no complete (ph 'X') events on an "
+            f"'{ASCEND_HARDWARE}' track and no ProfilerStep#N marks",
+            expected="an Ascend timeline recorded with device task time (trace_view.json, "
+            "msprof_*.json)",
+        )
+    ranks = sorted(set(rank_of.values())) or [0]
+    tasks = _ascend_tasks(device_events, windows, rank_of)
+    overlap = events.loc[events["pid"].isin(trace.pids_named(OVERLAP_ANALYSIS))]
+    steps = _concat(
+        [
+            _ascend_steps(rank, windows, overlap, rank_of, has_overlap=bool(len(overlap)))
+            for rank in ranks
+        ]
+    )
+    notes = [] if not windows.empty else [NO_STEP_MARKS_NOTE]
+    outside = int(tasks["step"].isna().sum()) if not windows.empty else 0
+    if outside:
+        notes.append(
+            f"{outside} of {len(tasks)} device tasks start outside every ProfilerStep window "
+            "(step left empty)"
+        )
+    return Profile(
+        source=ASCEND_TIMELINE,
+        path=str(path),
+        tasks=tasks,
+        steps=steps,
+        metadata={"ranks": ranks, "task_basis": DEVICE_TASKS},
+        notes=notes,
+    )
+
+
+def _device_pids(trace: _Trace) -> set[str]:
+    return {pid for pid, name in trace.process_names.items() if name in _ASCEND_PROCESSES}
+
+
+def _ascend_ranks(trace: _Trace, hardware: list[str]) -> dict[str, int]:
+    """pid → rank for device tracks: 0 with one device, else the id in the label ``NPU <id>``."""
+    labels = {pid: trace.process_labels.get(pid, "") for pid in hardware}
+    single = len(set(labels.values())) <= 1
+    rank_of: dict[str, int] = {}
+    for pid, label in trace.process_labels.items():
+        if single:
+            rank_of[pid] = 0
+            continue
+        match = re.fullmatch(r"NPU\s+(\d+)", label.strip())
+        if match:
+            rank_of[pid] = int(match.group(1))
+    for order, pid in enumerate(hardware):
+        rank_of.setdefault(pid, 0 if single else order)
+    return rank_of
+
+
+def _ascend_tasks(
+    device_events: pd.DataFrame, windows: pd.DataFrame, rank_of: dict[str, int]
+) -> pd.DataFrame:
+    names = device_events["name"]
+    core = device_events["task_type"].fillna("N/A").astype(str)
+    # Some timelines write Task Type "Other" (or nothing) and put the task type in the name
+    # (e.g. a task named MEMCPY_ASYNC): then the name is the better core.
+    vague = core.str.strip().str.upper().isin(_UNSPECIFIC_TASK_TYPES)
+    core = core.where(~(vague & names.isin(_KNOWN_TASK_TYPES)), names)
+    op_types = {name: op_type_from_name(name) for name in pd.unique(names)}
+    starts = device_events["ts_ns"].to_numpy()
+    ranks = device_events["pid"].map(rank_of).fillna(0).astype("int64").to_numpy()
+    step = pd.array([pd.NA] * len(device_events), dtype="Int64")
+    for rank in np.unique(ranks):
+        on_rank = ranks == rank
+        step[on_rank] = _steps_in_window(starts[on_rank], windows)
+    return pd.DataFrame(
+        {
+            "rank": ranks,
+            "step": step,
+            "name": names.to_numpy(),
+            "op_type": names.map(op_types).to_numpy(),
+            "core": core.to_numpy(),
+            "category": categorize(core, names).to_numpy(),
+            "start_us": starts / _NS_PER_US,
+            "dur_us": device_events["dur_us"].to_numpy(),
+            "stream": device_events["stream"].fillna(device_events["tid"]).to_numpy(),
+        }
+    )
+
+
+def _ascend_steps(
+    rank: int,
+    windows: pd.DataFrame,
+    overlap: pd.DataFrame,
+    rank_of: dict[str, int],
+    *,
+    has_overlap: bool,
+) -> pd.DataFrame:
+    """Step rows of one rank, with torch_npu's breakdown when there is an Overlap Analysis track.
+
+    As torch_npu computes ``step_trace_time.csv``: each Overlap Analysis event adds its ``dur``
+    to the step whose ``[start, end)`` holds its ``ts``; Preparing is the first Computing or
+    Communication event's start minus the step start (clamped at 0; NaN when the step has none).
+    """
+    steps = _steps_table(rank, windows)
+    if not has_overlap or windows.empty:
+        return steps
+    mine = overlap.loc[overlap["pid"].map(rank_of).fillna(0).astype("int64") == rank]
+    mine = mine.assign(step=_steps_in_window(mine["ts_ns"].to_numpy(), windows))
+    mine = mine.dropna(subset=["step"])
+    for event_name, column in _OVERLAP_COLUMNS.items():
+        sums = mine.loc[mine["name"] == event_name].groupby("step")["dur_us"].sum()
+        steps[column] = steps["step"].map(sums).fillna(0.0).astype("float64")
+    first_work = mine.loc[mine["name"].isin(_FIRST_WORK_EVENTS)].groupby("step")["ts_ns"].min()
+    starts = pd.Series(windows["start_ns"].to_numpy(), index=windows["step"].to_numpy())
+    preparing = (first_work - starts.reindex(first_work.index)).clip(lower=0) / _NS_PER_US
+    steps["preparing_us"] = steps["step"].map(preparing).astype("float64")
+    return steps
