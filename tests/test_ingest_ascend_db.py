@@ -270,6 +270,7 @@ def test_torch_npu_db_metadata_comes_from_npu_info_and_profiler_info(torch_db: P
         "profiler_level": "Level1",
         "aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
         "task_basis": "device",
+        "copy_visible": True,  # the TASK table holds every task, MEMCPY_ASYNC included
     }
 
 

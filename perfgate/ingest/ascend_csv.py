@@ -1,0 +1,358 @@
+"""Shared pieces of the Ascend CSV readers (torch_npu text export and msprof export).
+
+torch_npu's ``kernel_details.csv`` is msprof's ``op_summary_*.csv`` with its columns renamed
+(msprof-formats.md §3.1), so one column table, :data:`TASK_COLUMN_MAP`, serves both readers.
+
+Every CSV is read whole into a DataFrame (``pd.read_csv`` with ``usecols`` and ``dtype=str``),
+then each column is converted once: cells are stripped (msprof writes a TAB inside time-stamp
+cells, ``1736405443881410.320\\t``), ``N/A`` and empty cells become missing, numbers are parsed
+with :func:`pandas.to_numeric`. A cell that does not hold what its column promises raises
+:class:`~perfgate.errors.ProfileError` naming the file, the column and the row.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from perfgate.errors import ProfileError
+from perfgate.ingest.categories import ascend_category
+from perfgate.model import BREAKDOWN_COLUMNS
+
+ColumnKind = Literal["text", "float", "int"]
+
+# Cells that mean "no value" in Ascend CSVs. Default pandas NA strings ("NA", "null", …) are
+# deliberately not used: they could be kernel names.
+NA_STRINGS = ("", "N/A")
+
+Flavor = Literal["kernel_details", "op_summary"]
+KERNEL_DETAILS: Flavor = "kernel_details"
+OP_SUMMARY: Flavor = "op_summary"
+
+# The one op_summary ↔ kernel_details column table (msprof-formats.md §3.1).
+#   canonical     kernel_details.csv      op_summary_*.csv          kind     header required
+# ``device_id`` and ``task_id`` are helper columns: the readers turn the first into ``rank`` and
+# use the second to match task_time rows; neither reaches the canonical tasks table.
+TASK_COLUMN_MAP: tuple[tuple[str, str | None, str | None, ColumnKind, bool], ...] = (
+    ("device_id", "Device_id", "Device_id", "int", False),
+    ("step", "Step Id", None, "int", False),
+    ("stream", "Stream ID", "Stream ID", "text", False),
+    ("task_id", "Task ID", "Task ID", "text", False),
+    ("name", "Name", "Op Name", "text", True),
+    ("op_type", "Type", "OP Type", "text", True),
+    ("core", "Accelerator Core", "Task Type", "text", True),
+    ("start_us", "Start Time(us)", "Task Start Time(us)", "float", True),
+    ("dur_us", "Duration(us)", "Task Duration(us)", "float", True),
+    ("input_shapes", "Input Shapes", "Input Shapes", "text", False),
+)
+# ``Block Dim``/``Block Num`` (renamed in 2026) and the PMU columns are not read, so either
+# spelling of the header is accepted.
+
+# Columns that must hold a value in every row (a missing one means a truncated or broken file).
+TASK_VALUE_REQUIRED = ("start_us", "dur_us")
+
+# step_trace_time.csv (torch_npu) and cluster_step_trace_time.csv (msprof-analyze) breakdown
+# columns → canonical breakdown columns (msprof-formats.md §3.3, §4.1).
+STEP_BREAKDOWN_MAP: tuple[tuple[str, str, bool], ...] = (
+    # canonical                header                              header required
+    ("computing_us", "Computing", True),
+    ("comm_not_overlapped_us", "Communication(Not Overlapped)", True),
+    ("free_us", "Free", True),
+    ("preparing_us", "Preparing", False),  # absent before torch_npu added it
+)
+assert tuple(c for c, _, _ in STEP_BREAKDOWN_MAP) == BREAKDOWN_COLUMNS
+
+# op_statistic.csv / op_statistic_*.csv (msprof-formats.md §2.2).
+OP_STATISTIC_COLUMNS_SPEC: tuple[tuple[str, str, ColumnKind, bool], ...] = (
+    ("device_id", "Device_id", "int", False),
+    ("op_type", "OP Type", "text", True),
+    ("core", "Core Type", "text", True),
+    ("count", "Count", "int", True),
+    ("total_us", "Total Time(us)", "float", True),
+)
+OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "count", "total_us")
+
+
+@dataclass(frozen=True)
+class CsvColumn:
+    """One column to read: its header in the file and the canonical column it becomes."""
+
+    canonical: str
+    header: str
+    kind: ColumnKind
+    header_required: bool = True
+    value_required: bool = False
+
+
+def task_columns(flavor: Flavor) -> list[CsvColumn]:
+    """:data:`TASK_COLUMN_MAP` under its ``kernel_details`` or ``op_summary`` header names."""
+    columns = []
+    for canonical, kd_header, os_header, kind, required in TASK_COLUMN_MAP:
+        header = kd_header if flavor == KERNEL_DETAILS else os_header
+        if header is None:
+            continue
+        columns.append(
+            CsvColumn(canonical, header, kind, required, canonical in TASK_VALUE_REQUIRED)
+        )
+    return columns
+
+
+def read_header(path: Path) -> list[str]:
+    """The stripped header cells of a CSV file.
+
+    Raises:
+        ProfileError: the file cannot be opened, is empty or is not text.
+    """
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            first = next(csv.reader(handle), None)
+    except OSError as exc:
+        raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ProfileError(path, "is not a CSV text file", expected="UTF-8 CSV") from exc
+    if not first:
+        raise ProfileError(path, "file is empty", expected="a CSV header line")
+    return [cell.strip() for cell in first]
+
+
+def read_csv_columns(path: Path, columns: Sequence[CsvColumn], *, what: str) -> pd.DataFrame:
+    """Read ``columns`` of the CSV at ``path`` into a DataFrame with the canonical names.
+
+    Returns one column per found :class:`CsvColumn`, named ``canonical``: ``text`` columns as
+    object (stripped, ``N/A``/empty → NaN), ``float`` as float64, ``int`` as Int64. Optional
+    columns absent from the header are absent from the result.
+
+    Raises:
+        ProfileError: a required header is missing (the message names it and ``what`` the file
+            was expected to be), the file is not parseable CSV, a number cell holds text, or a
+            ``value_required`` cell is empty (a truncated file).
+    """
+    header = read_header(path)
+    found = [c for c in columns if c.header in header]
+    missing = [c for c in columns if c.header_required and c.header not in header]
+    if missing:
+        wanted = ", ".join(c.header for c in columns if c.header_required)
+        raise ProfileError(
+            path,
+            "no such column in the header",
+            column=missing[0].header,
+            expected=f"{what} with columns {wanted}",
+        )
+    wanted_headers = {c.header for c in found}
+    try:
+        raw = pd.read_csv(
+            path,
+            # Headers are matched stripped, as read_header() reports them.
+            usecols=lambda name: str(name).strip() in wanted_headers,
+            dtype=str,
+            keep_default_na=False,
+            na_values=list(NA_STRINGS),
+            encoding="utf-8-sig",
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ProfileError(
+            path, f"cannot be parsed as CSV ({reason}); truncated file?", expected=what
+        ) from e
+    raw.columns = [str(name).strip() for name in raw.columns]
+    raw = raw.loc[:, ~raw.columns.duplicated()]
+    out = pd.DataFrame(index=raw.index)
+    for column in found:
+        out[column.canonical] = _convert(path, raw[column.header], column)
+    return out
+
+
+def _convert(path: Path, cells: pd.Series, column: CsvColumn) -> pd.Series:
+    stripped = cells.astype("str").str.strip()
+    stripped = stripped.where(~stripped.isin(NA_STRINGS))
+    missing = stripped.isna()
+    if column.value_required and missing.any():
+        row = int(missing.to_numpy().nonzero()[0][0])
+        raise ProfileError(
+            path,
+            f"data row {row + 1} has no value; the file looks truncated or damaged",
+            column=column.header,
+            expected="a value in every row",
+        )
+    if column.kind == "text":
+        return stripped.astype(object)
+    numbers = pd.to_numeric(stripped, errors="coerce").astype("float64")
+    bad = numbers.isna() & ~missing
+    if column.kind == "int":
+        bad |= numbers.notna() & (numbers != numbers.round())
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        kind = "a number" if column.kind == "float" else "an integer"
+        raise ProfileError(
+            path,
+            f"data row {row + 1} holds {stripped.iloc[row]!r}",
+            column=column.header,
+            expected=kind,
+        )
+    if column.kind == "int":
+        return numbers.astype("Int64")
+    return numbers
+
+
+def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
+    """``"32,3,224,224"`` (the CSV's tripled quotes, once parsed) → ``32,3,224,224``."""
+    return shapes.map(lambda v: v.strip('"') if isinstance(v, str) else v).astype(object)
+
+
+# Level0 kernel names → operator type (kernel_details has Type = N/A at Level0). The rules, tried
+# in this order (first match wins):
+#   aclnn<Api>_<Impl>_<OpType>     → OpType        aclnnMm_MatMulCommon_MatMulV2 → MatMulV2
+#   hcom_<op>_<ids…>               → hcom_<op>_    hcom_allReduce__868_0_1 → hcom_allReduce_
+#   trans_<OpType>_<n>             → OpType        trans_TransData_0 → TransData
+#   atomic_memset…                 → MemSet        atomic_memset-1_69_2208226_1_0 → MemSet
+#   <Op><n>_<SubKernel>            → SubKernel     Conv2DBackpropFilter6_MemSet → MemSet
+#   <Op>V<d>[<n>]                  → <Op>V<d>      GatherV282 → GatherV2, MatMulV2 → MatMulV2
+#   <OpType><n> / <OpType>_<n>     → OpType        Conv2D1 → Conv2D, ReduceSum7 → ReduceSum
+#   anything else                  → the name itself
+# i.e. the instance number the graph engine appends is removed, and the ``V<d>`` version suffix
+# of an operator type is kept. Checked against the Level1 fixtures, where Name and Type are both
+# given: all 191 kernels of the msinsight Level1 profile (the Level0 profile's model) get their
+# Type back. A name cannot say whether trailing digits after a version suffix are part of it
+# (``MatMulV21``), nor a type the kernel name does not contain (``ReduceSum7`` is a
+# ``ReduceSumD``): Level0 operator types are a best effort.
+_ACLNN = re.compile(r"^aclnn[A-Za-z0-9]+_.+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
+_HCOM = re.compile(r"^(?P<op>hcom_[A-Za-z0-9]+_)")
+_TRANS = re.compile(r"^trans_(?P<op>[A-Za-z][A-Za-z0-9]*)_\d+$")
+_ATOMIC_MEMSET = re.compile(r"^atomic_(?P<op>memset)\b", re.IGNORECASE)
+_SUB_KERNEL = re.compile(r"^[A-Za-z][A-Za-z0-9]*?\d+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
+_VERSIONED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*V\d)_?\d*$")
+_INSTANCE = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9_]*?[A-Za-z])_?\d+$")
+_NAME_RULES = (_ACLNN, _HCOM, _TRANS, _ATOMIC_MEMSET, _SUB_KERNEL, _VERSIONED, _INSTANCE)
+
+
+def op_type_from_name(name: str) -> str:
+    """Operator type of a Level0 kernel from its name (see the rule table above)."""
+    for pattern in _NAME_RULES:
+        match = pattern.match(name)
+        if match:
+            return "MemSet" if pattern is _ATOMIC_MEMSET else match.group("op")
+    return name
+
+
+LEVEL0_NOTE = (
+    "Level0 profile: kernel_details has no OP Type or Accelerator Core; op_type is derived "
+    "from the kernel name (instance number removed) and core is 'N/A'"
+)
+
+
+def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Canonical task columns from a table read with :func:`task_columns`.
+
+    Fills what the source leaves out: ``name`` from ``op_type``/``core``, ``op_type`` from the
+    name (Level0, :func:`op_type_from_name`), ``core`` as ``N/A``; adds ``category``
+    (:func:`~perfgate.ingest.categories.ascend_category`); strips the quotes around shapes.
+    Keeps the helper columns ``device_id``, ``task_id``, ``stream`` when present, and leaves
+    ``rank`` to the caller. Returns the table and notes for the user.
+    """
+    notes: list[str] = []
+    tasks = raw.copy()
+    core = tasks["core"].fillna("N/A").astype(object)
+    op_type = tasks["op_type"].astype(object)
+    name = tasks["name"].astype(object)
+    name = name.fillna(op_type).fillna(core)
+    no_type = op_type.isna()
+    if no_type.any():
+        unique_names = pd.unique(name[no_type])
+        derived = {n: op_type_from_name(str(n)) for n in unique_names}
+        op_type = op_type.where(~no_type, name.map(derived))
+        if no_type.mean() > 0.5:
+            notes.append(LEVEL0_NOTE)
+    tasks["name"] = name
+    tasks["op_type"] = op_type
+    tasks["core"] = core
+    tasks["category"] = categorize(core, name)
+    if "input_shapes" in tasks.columns:
+        tasks["input_shapes"] = strip_shape_quotes(tasks["input_shapes"])
+    if "step" not in tasks.columns:
+        tasks["step"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
+    return tasks, notes
+
+
+def categorize(core: pd.Series, name: pd.Series) -> pd.Series:
+    """:func:`ascend_category` per row, computed once per distinct (core, name) pair."""
+    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
+    distinct = pairs.drop_duplicates()
+    distinct = distinct.assign(
+        category=[ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])]
+    )
+    merged = pairs.merge(distinct, on=["core", "name"], how="left")
+    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
+
+
+def breakdown_columns() -> list[CsvColumn]:
+    """The step-trace breakdown columns as :class:`CsvColumn` (µs floats)."""
+    return [
+        CsvColumn(canonical, header, "float", required, value_required=required)
+        for canonical, header, required in STEP_BREAKDOWN_MAP
+    ]
+
+
+def fill_missing_preparing(steps: pd.DataFrame, path: Path) -> list[str]:
+    """Add ``preparing_us = 0`` when the file predates the Preparing column; returns a note."""
+    if "preparing_us" in steps.columns:
+        return []
+    steps["preparing_us"] = 0.0
+    return [f"{path.name} has no Preparing column (older version): preparing_us taken as 0"]
+
+
+def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
+    """``op_statistic.csv`` / ``op_statistic_*.csv`` as columns ``rank, op_type, core, count,
+    total_us`` (one row per operator type and core; ``rank`` from ``Device_id`` unless given).
+    """
+    spec = [
+        CsvColumn(canonical, header, kind, required, value_required=required)
+        for canonical, header, kind, required in OP_STATISTIC_COLUMNS_SPEC
+    ]
+    raw = read_csv_columns(path, spec, what="an op_statistic CSV")
+    if rank is not None:
+        ranks: Any = rank
+    elif "device_id" in raw.columns:
+        ranks = raw["device_id"].fillna(0).astype("int64")
+    else:
+        ranks = 0
+    out = pd.DataFrame(
+        {
+            "rank": ranks,
+            "op_type": raw["op_type"],
+            "core": raw["core"].fillna("N/A"),
+            "count": raw["count"].astype("int64"),
+            "total_us": raw["total_us"],
+        },
+        index=raw.index,
+    )
+    return out[list(OP_STATISTIC_COLUMNS)].astype({"rank": "int64"})
+
+
+def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate, skipping empty frames (so empty tables never decide dtypes)."""
+    kept = [f for f in frames if len(f) > 0]
+    if not kept:
+        return pd.DataFrame()
+    if len(kept) == 1:
+        return kept[0].reset_index(drop=True)
+    return pd.concat(kept, ignore_index=True)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A small JSON file holding one object (``profiler_info*.json``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProfileError(path, f"is not valid JSON ({exc})", expected="a JSON object") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(path, "does not hold a JSON object", expected="a JSON object")
+    return data

@@ -1,0 +1,401 @@
+"""msprof text export (``PROF_*/mindstudio_profiler_output/``) → :class:`Profile`.
+
+Accepted paths: a ``PROF_*`` directory, its ``mindstudio_profiler_output/`` folder, the older
+``PROF_*/device_N/summary/`` folder (or ``device_N/``), a directory holding several ``PROF_*``
+directories (one per process), or a lone ``op_summary_*.csv``.
+
+What comes from where:
+
+- tasks ← ``op_summary_*.csv`` (:data:`~perfgate.ingest.ascend_csv.TASK_COLUMN_MAP`, ``rank`` =
+  ``Device_id``), plus the tasks only ``task_time_*.csv`` lists (events, copies, …);
+- steps ← ``step_trace_*.csv`` (``Iteration ID``; window = ``Iteration End − Iteration Time`` to
+  ``Iteration End``) when present, else none (one window);
+- ``metadata["op_statistic"]`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
+
+File names follow msprof's grammar (msprof-formats.md §1.3)
+``{type}[_{device}[_{model}][_{iteration}]][_slice_{n}]_{YYYYmmddHHMMSS}.csv``: slices of one
+export are merged, and when a folder holds several exports only the newest is read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfgate.errors import ProfileError
+from perfgate.ingest.ascend_csv import (
+    OP_SUMMARY,
+    CsvColumn,
+    ascend_tasks,
+    concat_frames,
+    read_csv_columns,
+    read_op_statistic,
+    task_columns,
+)
+from perfgate.model import (
+    OPTIONAL_TASK_COLUMNS,
+    STEP_COLUMNS,
+    TASK_COLUMNS,
+    Profile,
+    empty_steps,
+    empty_tasks,
+)
+
+SOURCE = "msprof"
+OUTPUT_DIR = "mindstudio_profiler_output"
+LEGACY_SUMMARY_DIR = "summary"
+NO_STEP_MARKS = "no step marks: analysed as one window"
+
+_EXPORT_FILE = re.compile(
+    r"^(?P<kind>op_summary|task_time|op_statistic|step_trace)"
+    r"(?:_(?P<ids>\d+(?:_\d+)*))?"
+    r"(?:_slice_(?P<slice>\d+))?"
+    r"_(?P<stamp>\d{14})\.csv$"
+)
+_DEVICE_DIR = re.compile(r"^device_(?P<device>\d+)$")
+_TASK_KINDS = ("op_summary", "task_time")
+
+# Profiler control tasks: msprof brackets the collection with them; they are not workload work
+# (in the real fixture PROFILING_ENABLE runs 15 s before the first kernel).
+PROFILER_CONTROL_TASKS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE"})
+
+TASK_TIME_COLUMNS = (
+    CsvColumn("device_id", "Device_id", "int", header_required=False),
+    CsvColumn("name", "kernel_name", "text"),
+    CsvColumn("core", "kernel_type", "text"),
+    CsvColumn("stream", "stream_id", "text"),
+    CsvColumn("task_id", "task_id", "text"),
+    CsvColumn("dur_us", "task_time(us)", "float", value_required=True),
+    CsvColumn("start_us", "task_start(us)", "float", value_required=True),
+)
+
+STEP_TRACE_COLUMNS = (
+    CsvColumn("device_id", "Device_id", "int", header_required=False),
+    CsvColumn("step", "Iteration ID", "int", value_required=True),
+    CsvColumn("end_us", "Iteration End(us)", "float", value_required=True),
+    CsvColumn("iteration_us", "Iteration Time(us)", "float", value_required=True),
+    CsvColumn("model_id", "Model ID", "int", header_required=False),
+)
+
+
+@dataclass(frozen=True)
+class ExportFile:
+    """One msprof summary CSV and what its name says."""
+
+    path: Path
+    kind: str
+    ids: str
+    slice: int | None
+    stamp: str
+
+    @property
+    def device(self) -> int | None:
+        """The device id in the file name (older per-device layout), if any."""
+        return int(self.ids.split("_")[0]) if self.ids else None
+
+
+def parse_export_name(path: Path) -> ExportFile | None:
+    """An :class:`ExportFile` when ``path``'s name follows msprof's summary file grammar."""
+    match = _EXPORT_FILE.match(path.name)
+    if match is None:
+        return None
+    slice_no = match.group("slice")
+    return ExportFile(
+        path=path,
+        kind=match.group("kind"),
+        ids=match.group("ids") or "",
+        slice=int(slice_no) if slice_no is not None else None,
+        stamp=match.group("stamp"),
+    )
+
+
+def newest_export(files: Sequence[ExportFile]) -> tuple[list[ExportFile], list[ExportFile]]:
+    """Split one kind's files (same ids) into (the newest export's slices, the older files).
+
+    msprof stamps every file with the time it is written, so the slices of one export can carry
+    different stamps. An export starts with its first file (no ``_slice_`` or ``_slice_0``); the
+    newest export is the newest such start plus the later-numbered slices stamped no earlier.
+    """
+    if not files:
+        return [], []
+    starts = [f for f in files if not f.slice]
+    if not starts:  # only _slice_1… left: the lowest-numbered slice opens the export
+        lowest = min(f.slice or 0 for f in files)
+        starts = [f for f in files if f.slice == lowest]
+    first = max(starts, key=lambda f: (f.stamp, f.path.name))
+    chosen = [first]
+    taken_slices = {first.slice or 0}
+    for f in sorted(files, key=lambda f: (f.stamp, f.path.name)):
+        if f is first or not f.slice or f.stamp < first.stamp or f.slice in taken_slices:
+            continue
+        chosen.append(f)
+        taken_slices.add(f.slice)
+    chosen.sort(key=lambda f: f.slice or 0)
+    older = [f for f in files if f not in chosen]
+    return chosen, older
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def detect(path: Path) -> bool:
+    """Whether ``path`` is an msprof text export (see the module docstring)."""
+    if path.is_file():
+        export = parse_export_name(path)
+        return export is not None and export.kind == "op_summary"
+    if not path.is_dir():
+        return False
+    return any(_has_task_files(folder) for folder, _ in _export_folders(path))
+
+
+def _has_task_files(folder: Path) -> bool:
+    return any(
+        (e := parse_export_name(p)) is not None and e.kind in _TASK_KINDS for p in _files(folder)
+    )
+
+
+def _files(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return []
+
+
+def _export_folders(path: Path) -> list[tuple[Path, int | None]]:
+    """(folder holding summary CSVs, device id from the directory name) under ``path``."""
+    if path.name == OUTPUT_DIR:
+        return [(path, None)]
+    if path.name == LEGACY_SUMMARY_DIR:
+        device = _DEVICE_DIR.match(path.parent.name)
+        return [(path, int(device.group("device")) if device else None)]
+    device = _DEVICE_DIR.match(path.name)
+    if device and (path / LEGACY_SUMMARY_DIR).is_dir():
+        return [(path / LEGACY_SUMMARY_DIR, int(device.group("device")))]
+    if path.name.startswith("PROF_"):
+        return _prof_folders(path)
+    prof_dirs = sorted(p for p in _dirs(path) if p.name.startswith("PROF_"))
+    if prof_dirs:
+        return [folder for prof in prof_dirs for folder in _prof_folders(prof)]
+    # A folder of summary CSVs under another name (e.g. copied out of the PROF directory).
+    return [(path, None)] if _has_task_files(path) else []
+
+
+def _prof_folders(prof: Path) -> list[tuple[Path, int | None]]:
+    """The merged output folder, or else the older per-device summary folders."""
+    merged = prof / OUTPUT_DIR
+    if merged.is_dir() and _has_task_files(merged):
+        return [(merged, None)]
+    folders: list[tuple[Path, int | None]] = []
+    for device_dir in sorted(_dirs(prof)):
+        match = _DEVICE_DIR.match(device_dir.name)
+        summary = device_dir / LEGACY_SUMMARY_DIR
+        if match and summary.is_dir():
+            folders.append((summary, int(match.group("device"))))
+    if not folders and merged.is_dir():
+        folders.append((merged, None))
+    return folders
+
+
+def _dirs(path: Path) -> list[Path]:
+    try:
+        return [p for p in path.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _Part:
+    tasks: list[pd.DataFrame] = field(default_factory=list)
+    steps: list[pd.DataFrame] = field(default_factory=list)
+    op_statistic: list[pd.DataFrame] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
+    task_time_read: bool = False
+
+
+def read(path: Path) -> Profile:
+    """Read an msprof text export into the canonical tables.
+
+    Raises:
+        ProfileError: no op_summary/task_time CSV is found, a CSV is truncated or foreign, or
+            nothing could be read.
+    """
+    path = Path(path)
+    part = _Part()
+    if path.is_file():
+        export = parse_export_name(path)
+        if export is None or export.kind != "op_summary":
+            raise ProfileError(
+                path, "not an msprof summary CSV", expected="op_summary_<YYYYmmddHHMMSS>.csv"
+            )
+        part.tasks.append(_read_op_summary(export, None))
+        part.notes.append(f"read {path.name} alone: tasks only in task_time_*.csv are not shown")
+    else:
+        folders = _export_folders(path) if path.is_dir() else []
+        readable = [(f, d) for f, d in folders if _has_task_files(f)]
+        if not readable:
+            where = folders[0][0] if folders else path
+            raise ProfileError(
+                where,
+                "holds no op_summary_*.csv or task_time_*.csv",
+                expected="an msprof text export (PROF_*/mindstudio_profiler_output/ "
+                "or PROF_*/device_N/summary/)",
+            )
+        for folder, device in readable:
+            _read_folder(folder, device, part)
+    tasks = concat_frames(part.tasks)
+    steps = concat_frames(part.steps)
+    tasks = tasks if not tasks.empty else empty_tasks()
+    steps = steps if not steps.empty else empty_steps()
+    if tasks.empty and steps.empty:
+        raise ProfileError(path, "holds no device tasks and no steps", expected="op_summary rows")
+    notes = part.notes
+    if steps.empty:
+        notes.append(NO_STEP_MARKS)
+    metadata: dict[str, Any] = {
+        "export_type": "text",
+        "ranks": sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])}),
+        "copy_visible": part.task_time_read,
+    }
+    if part.op_statistic:
+        metadata["op_statistic"] = pd.concat(part.op_statistic, ignore_index=True)
+    return Profile(
+        source=SOURCE, path=str(path), tasks=tasks, steps=steps, metadata=metadata, notes=notes
+    )
+
+
+def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
+    """Read the newest export in one summary folder into ``part``."""
+    by_group: dict[tuple[str, str], list[ExportFile]] = {}
+    for p in _files(folder):
+        export = parse_export_name(p)
+        if export is not None:
+            by_group.setdefault((export.kind, export.ids), []).append(export)
+    chosen: dict[str, list[ExportFile]] = {}
+    for (kind, _), files in sorted(by_group.items()):
+        newest, older = newest_export(files)
+        chosen.setdefault(kind, []).extend(newest)
+        if older:
+            part.notes.append(
+                f"{folder}: {len(older)} older {kind} export file(s) ignored "
+                f"({', '.join(f.path.name for f in older)}); read the export of {newest[0].stamp}"
+            )
+    op_summary = [_read_op_summary(f, device) for f in chosen.get("op_summary", [])]
+    task_time = [_read_task_time(f, device) for f in chosen.get("task_time", [])]
+    part.task_time_read = part.task_time_read or bool(task_time)
+    ops = concat_frames(op_summary)
+    if task_time:
+        extra = _only_in_task_time(concat_frames(task_time), ops)
+        part.tasks.append(_canonical_task_columns(concat_frames([ops, extra])))
+    else:
+        part.tasks.append(_canonical_task_columns(ops))
+        part.notes.append(f"{folder}: no task_time_*.csv; non-operator tasks are not shown")
+    if not op_summary:
+        part.notes.append(f"{folder}: no op_summary_*.csv; tasks from task_time_*.csv only")
+    for f in chosen.get("step_trace", []):
+        steps, notes = _read_step_trace(f, device)
+        part.steps.append(steps)
+        part.notes.extend(notes)
+    for f in chosen.get("op_statistic", []):
+        part.op_statistic.append(read_op_statistic(f.path, _file_rank(f, device)))
+
+
+def _file_rank(export: ExportFile, device: int | None) -> int | None:
+    """Rank for rows without Device_id: the device in the file name, else the directory's."""
+    return export.device if export.device is not None else device
+
+
+def _rank_column(raw: pd.DataFrame, fallback: int | None) -> pd.Series:
+    if "device_id" in raw.columns and raw["device_id"].notna().all():
+        return raw["device_id"].astype("int64")
+    default = fallback if fallback is not None else 0
+    if "device_id" in raw.columns:
+        return raw["device_id"].fillna(default).astype("int64")
+    return pd.Series(default, index=raw.index, dtype="int64")
+
+
+def _read_op_summary(export: ExportFile, device: int | None) -> pd.DataFrame:
+    raw = read_csv_columns(export.path, task_columns(OP_SUMMARY), what="an msprof op_summary CSV")
+    tasks, _ = ascend_tasks(raw)
+    tasks["rank"] = _rank_column(raw, _file_rank(export, device))
+    return tasks
+
+
+def _read_task_time(export: ExportFile, device: int | None) -> pd.DataFrame:
+    raw = read_csv_columns(export.path, TASK_TIME_COLUMNS, what="an msprof task_time CSV")
+    raw = raw[~raw["core"].isin(PROFILER_CONTROL_TASKS)]
+    # Non-operator tasks have kernel_name N/A: their type is their name.
+    raw = raw.assign(op_type=raw["name"].fillna(raw["core"]))
+    tasks, _ = ascend_tasks(raw)
+    tasks["rank"] = _rank_column(raw, _file_rank(export, device))
+    return tasks
+
+
+def _only_in_task_time(task_time: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """The task_time rows that op_summary does not already list.
+
+    A task_time row is the same task as an op_summary row when both are on the same rank,
+    their intervals overlap, and they share (stream id, task id) — the runtime reuses a task id
+    on a stream only after the earlier task finished, so two different tasks with the same ids
+    never overlap in time. op_summary writes stream/task id ``N/A`` for communication ops; for
+    those, the same name with an overlapping interval identifies the task. (Start times differ
+    by a few µs between the two files, so exact start matching would miss.)
+    """
+    if task_time.empty or ops.empty:
+        return task_time
+    candidates = task_time.reset_index(drop=True).assign(_row=lambda t: np.arange(len(t)))
+    duplicate = np.zeros(len(candidates), dtype=bool)
+    for keys in (["rank", "stream", "task_id"], ["rank", "name"]):
+        if any(k not in candidates.columns or k not in ops.columns for k in keys):
+            continue
+        left = candidates.dropna(subset=keys)
+        right = ops.dropna(subset=keys)
+        if keys[-1] == "name":
+            right = right[right["stream"].isna()] if "stream" in right.columns else right
+        if left.empty or right.empty:
+            continue
+        pairs = left[[*keys, "_row", "start_us", "dur_us"]].merge(
+            right[[*keys, "start_us", "dur_us"]], on=keys, suffixes=("", "_op")
+        )
+        overlap = (pairs["start_us"] <= pairs["start_us_op"] + pairs["dur_us_op"]) & (
+            pairs["start_us_op"] <= pairs["start_us"] + pairs["dur_us"]
+        )
+        duplicate[pairs.loc[overlap, "_row"].to_numpy()] = True
+    return candidates.loc[~duplicate].drop(columns="_row")
+
+
+def _canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
+    if tasks.empty:
+        return empty_tasks()
+    keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
+    return tasks[keep]
+
+
+def _read_step_trace(export: ExportFile, device: int | None) -> tuple[pd.DataFrame, list[str]]:
+    """step_trace CSV → steps with windows [Iteration End − Iteration Time, Iteration End].
+
+    With several graphs (``Model ID``) the iterations of the one covering the most time are
+    used: iteration ids restart per model and steps must be unique per rank.
+    """
+    raw = read_csv_columns(export.path, STEP_TRACE_COLUMNS, what="an msprof step_trace CSV")
+    notes: list[str] = []
+    raw["rank"] = _rank_column(raw, _file_rank(export, device))
+    if "model_id" in raw.columns and raw["model_id"].nunique() > 1:
+        totals = raw.groupby(["rank", "model_id"])["iteration_us"].sum().reset_index()
+        main = totals.sort_values("iteration_us").drop_duplicates("rank", keep="last")
+        raw = raw.merge(main[["rank", "model_id"]], on=["rank", "model_id"])
+        notes.append(
+            f"{export.path.name}: several Model IDs; steps are the iterations of model "
+            f"{', '.join(str(m) for m in main['model_id'])} (the longest-running)"
+        )
+    raw["start_us"] = raw["end_us"] - raw["iteration_us"]
+    return raw[list(STEP_COLUMNS)], notes
