@@ -77,6 +77,9 @@ _STEP_DTYPES: dict[str, str] = {
     "end_us": "float64",
 }
 
+# The note every reader and the analysis give a profile without step marks.
+NO_STEP_MARKS_NOTE = "no step marks: analysed as one window"
+
 # Values of Profile.metadata["task_basis"].
 DEVICE_TASKS = "device"
 CPU_OPS = "cpu"

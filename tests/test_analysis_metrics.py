@@ -195,3 +195,33 @@ def test_warmup_steps_marked_by_the_source_are_excluded() -> None:
     assert analysis.summary["step_time_us"]["median"] == 100
     assert analysis.operators.iloc[0]["calls_per_step"] == 1
     assert "1 warm-up step(s) marked by the source are excluded" in analysis.notes
+
+
+def test_one_window_spans_the_work_not_bookkeeping_tasks() -> None:
+    # msprof writes TASK_TIMEOUT_SET seconds before the first kernel: not part of the run.
+    tasks = tasks_frame(
+        [
+            (0, None, "TASK_TIMEOUT_SET", "TASK_TIMEOUT_SET", "other", 0, 1),
+            (0, None, "MatMul", "AI_CORE", "compute", 1_000_000, 50),
+            (0, None, "MatMul", "AI_CORE", "compute", 1_000_060, 40),
+        ]
+    )
+    analysis = analyze(Profile("test", "mem", tasks, empty_steps()))
+    row = analysis.per_step.iloc[0]
+    assert row["step_time_us"] == 100
+    assert row["utilization"] == pytest.approx(0.9)
+
+
+def test_unknown_copy_visibility_reports_copy_ratio_as_unknown() -> None:
+    tasks = tasks_frame([(0, 1, "MatMul", "AI_CORE", "compute", 0, 50)])
+    profile = Profile(
+        "test", "mem", tasks, steps_frame([(0, 1, 0, 100)]), metadata={"copy_visible": False}
+    )
+    analysis = analyze(profile)
+    assert math.isnan(analysis.per_step.iloc[0]["copy_ratio"])
+    assert analysis.summary["copy_ratio"]["n"] == 0
+    assert analysis.summary["utilization"]["median"] == pytest.approx(0.5)
+    assert (
+        "copy tasks are not recorded in this export (kernels only): copy_ratio is unknown"
+        in analysis.notes
+    )

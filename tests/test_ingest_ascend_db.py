@@ -25,7 +25,7 @@ import pytest
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import ascend_db, load_profile
-from perfgate.model import BREAKDOWN_COLUMNS, Profile
+from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Profile
 
 DATA = Path(__file__).parent / "data" / "ascend_db"
 TORCH_PT = DATA / "pytorch_db_level1_rank0_ascend_pt"
@@ -314,7 +314,7 @@ def test_msprof_db_reads_every_task_with_per_task_communication(msprof_db: Profi
     assert set(msprof_db.tasks["rank"]) == {2}  # TASK.deviceId, no RANK_DEVICE_MAP
     assert msprof_db.notes == [
         "COMMUNICATION_OP is empty: communication counted per HCCL task (COMMUNICATION_TASK_INFO)",
-        ascend_db.NO_STEPS_NOTE,
+        NO_STEP_MARKS_NOTE,
     ]
 
 

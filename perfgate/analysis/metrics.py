@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate.analysis.intervals import clip, union_length
-from perfgate.model import BREAKDOWN_COLUMNS, Category, Profile
+from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile
 
 METRIC_NAMES = ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio")
 RATIO_METRICS = ("utilization", "copy_ratio", "comm_ratio", "free_ratio")
@@ -164,16 +164,26 @@ def _analysis_windows(
     if steps.empty:
         if tasks.empty:
             return tasks, steps
-        notes.append("no step marks: analysed as one window")
         tasks = tasks.copy()
-        tasks["step"] = pd.array([NO_STEP] * len(tasks), dtype="Int64")
-        ends = tasks["start_us"] + tasks["dur_us"]
+        if tasks["step"].notna().all():
+            # The source tagged each task with its step (kernel_details.csv Step Id) but
+            # gave no step table: each step spans its own work.
+            if NO_STEP_MARKS_NOTE in notes:
+                notes.remove(NO_STEP_MARKS_NOTE)
+            notes.append("no step windows: each step spans its tasks, first start to last end")
+        else:
+            notes.append(NO_STEP_MARKS_NOTE)
+            tasks["step"] = pd.array([NO_STEP] * len(tasks), dtype="Int64")
+        # The window spans the work (compute, copy, comm): bookkeeping tasks such as
+        # msprof's TASK_TIMEOUT_SET can sit seconds before the first kernel.
+        work = tasks.loc[tasks["category"] != Category.OTHER.value]
+        if work.empty:
+            work = tasks
         spans = (
-            tasks.assign(end_us=ends)
-            .groupby("rank", as_index=False)
+            work.assign(end_us=work["start_us"] + work["dur_us"])
+            .groupby(["rank", "step"], as_index=False)
             .agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
         )
-        spans["step"] = pd.array([NO_STEP] * len(spans), dtype="Int64")
         return tasks, spans[["rank", "step", "start_us", "end_us"]]
     tasks = assign_steps(tasks, steps)
     unassigned = int(tasks["step"].isna().sum())

@@ -61,7 +61,7 @@ import pandas as pd
 from perfgate.analysis.intervals import FloatArray, clip, merge
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import ascend_category
-from perfgate.model import BREAKDOWN_COLUMNS, Category, Profile
+from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile
 
 MSPROF_DB_GLOB = "msprof_*.db"
 TORCH_NPU_DB_GLOB = "ascend_pytorch_profiler*.db"
@@ -86,8 +86,6 @@ _COMPUTING, _COMMUNICATION, _COMM_NOT_OVERLAPPED, _FREE = 0, 1, 2, 3
 # A breakdown agrees with the tasks when its Computing and Communication totals match the
 # union of the tasks' intervals to this many µs.
 _BREAKDOWN_TOLERANCE_US = 1.0
-
-NO_STEPS_NOTE = "no step marks: analysed as one window"
 
 
 IntArray = npt.NDArray[np.int64]
@@ -614,7 +612,7 @@ def _read_steps(
     elif schema.rows(conn, "MSTX_EVENTS"):
         windows = _mstx_steps(conn, schema)
     if windows.empty:
-        return _empty_steps(), [NO_STEPS_NOTE]
+        return _empty_steps(), [NO_STEP_MARKS_NOTE]
     rows = [
         {
             "rank": rank,

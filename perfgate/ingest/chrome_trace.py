@@ -62,11 +62,10 @@ from perfgate.ingest.categories import (
     cuda_category,
     cuda_copy_direction,
 )
-from perfgate.model import CPU_OPS, DEVICE_TASKS, Profile
+from perfgate.model import CPU_OPS, DEVICE_TASKS, NO_STEP_MARKS_NOTE, Profile
 
 KINETO = "kineto"
 ASCEND_TIMELINE = "ascend_timeline"
-NO_STEP_MARKS_NOTE = "no step marks: analysed as one window"
 
 KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 # Directories other readers own (torch_npu, msprof): a directory holding one is not ours.

@@ -39,6 +39,7 @@ from perfgate.ingest.ascend_csv import (
     task_columns,
 )
 from perfgate.model import (
+    NO_STEP_MARKS_NOTE,
     OPTIONAL_TASK_COLUMNS,
     STEP_COLUMNS,
     TASK_COLUMNS,
@@ -50,7 +51,6 @@ from perfgate.model import (
 SOURCE = "msprof"
 OUTPUT_DIR = "mindstudio_profiler_output"
 LEGACY_SUMMARY_DIR = "summary"
-NO_STEP_MARKS = "no step marks: analysed as one window"
 
 _EXPORT_FILE = re.compile(
     r"^(?P<kind>op_summary|task_time|op_statistic|step_trace)"
@@ -260,7 +260,7 @@ def read(path: Path) -> Profile:
         raise ProfileError(path, "holds no device tasks and no steps", expected="op_summary rows")
     notes = part.notes
     if steps.empty:
-        notes.append(NO_STEP_MARKS)
+        notes.append(NO_STEP_MARKS_NOTE)
     metadata: dict[str, Any] = {
         "export_type": "text",
         "ranks": sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])}),

@@ -50,6 +50,7 @@ from perfgate.ingest.ascend_csv import (
 )
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
+    NO_STEP_MARKS_NOTE,
     OPTIONAL_TASK_COLUMNS,
     STEP_COLUMNS,
     TASK_COLUMNS,
@@ -70,7 +71,6 @@ OP_STATISTIC_CSV = "op_statistic.csv"
 TRACE_VIEW_JSON = "trace_view.json"
 TEXT_EXPORT_FILES = (KERNEL_DETAILS_CSV, STEP_TRACE_CSV, OP_STATISTIC_CSV)
 
-NO_STEP_MARKS = "no step marks: analysed as one window"
 ONE_WINDOW_STEP = 0
 
 _PROFILER_INFO = re.compile(r"^profiler_info(?:_(?P<rank>\d+))?\.json$")
@@ -104,7 +104,12 @@ def _output_dir(path: Path) -> Path | None:
     if path.name == OUTPUT_DIR:
         return path
     candidate = path / OUTPUT_DIR
-    return candidate if candidate.is_dir() else None
+    if candidate.is_dir():
+        return candidate
+    # A copy of the folder under another name (kernel_details.csv shared on its own).
+    if any((path / name).is_file() for name in (KERNEL_DETAILS_CSV, STEP_TRACE_CSV)):
+        return path
+    return None
 
 
 def _is_text_export(output: Path) -> bool:
@@ -186,7 +191,7 @@ def read(path: Path) -> Profile:
         raise ProfileError(path, "no such file or directory")
     output = _output_dir(path)
     if output is not None:
-        rank_dir = output.parent
+        rank_dir = output.parent if output.name == OUTPUT_DIR else output
         return _profile(path, [_read_rank_dir(rank_dir, output)])
     rank_dirs = _rank_dirs(path)
     if not rank_dirs and (path / CLUSTER_STEP_TRACE_CSV).is_file():
@@ -315,7 +320,7 @@ def _finish(
             expected=f"rows in {KERNEL_DETAILS_CSV} or {STEP_TRACE_CSV}",
         )
     if steps.empty:
-        notes.append(NO_STEP_MARKS)
+        notes.append(NO_STEP_MARKS_NOTE)
     return Profile(
         source=source, path=str(path), tasks=tasks, steps=steps, metadata=metadata, notes=notes
     )

@@ -1,0 +1,120 @@
+"""Every real profile in ../shared/fixtures/real (copied to tests/data) through `perfgate
+inspect`, end to end: the format is detected and the headline numbers are the ones worked
+out by hand from the files (the readers' own tests check the tables row by row)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+# path, detected format, steps analysed, median step time (µs), median utilization
+CASES = [
+    # step_trace_time.csv step 50: Preparing 19358.0 + Computing 8827.473
+    # + Communication(Not Overlapped) 81515.607 + Free 25908.102
+    (
+        "torch_npu/ascend-msinsight/pytorch_text_level0_rank0_ascend_pt",
+        "torch_npu",
+        1,
+        135609.182,
+        8827.473 / 135609.182,
+    ),
+    # 17902.5 + 8873.756 + 101963.203 + 25744.05 (the issue's example: 154 483.5 µs, 5.74%)
+    (
+        "torch_npu/ascend-msinsight/pytorch_text_level1_rank0_ascend_pt",
+        "torch_npu",
+        1,
+        154483.509,
+        8873.756 / 154483.509,
+    ),
+    # step 13 (Device_id column): 206.25 + 231290.1 + 420174.26 + 158558.0
+    (
+        "torch_npu/ascend-msinsight/st_level2_rank_0_ascend_pt",
+        "torch_npu",
+        1,
+        810228.61,
+        231290.1 / 810228.61,
+    ),
+    # Step Id 19 only, no step table: first kernel start 1736413971411629.2 → last end
+    # 1736413974268749.5
+    ("torch_npu/ascend-mstt/advisor_compute_advice_data", "torch_npu", 1, 2857120.25, None),
+    ("torch_npu/ascend-mstt/advisor_backend_compute_advice", "torch_npu", 1, 516885.5, None),
+    # 8 ranks, the slowest is rank 0: Computing 80309.687 + Comm(NO) 683731.290 + Free
+    # 990605.104 (no Preparing column)
+    (
+        "torch_npu/ascend-mstt/cluster_analysis_output",
+        "cluster_step_trace",
+        1,
+        80309.68717187493 + 683731.2897031249 + 990605.1042031233,
+        80309.68717187493 / 1754646.0811,
+    ),
+    # 3 MIX_AIC kernels (87139.38 + 86808.42 + 86846.72 = 260794.52 µs busy) in one window
+    # from the first start to the last end (TASK_TIMEOUT_SET, 15 s earlier, is bookkeeping)
+    (
+        "msprof/ascend-msprof-skill/PROF_000001_20260605161708478_FRJKORBPFMHQMGLA",
+        "msprof",
+        1,
+        274313.75,
+        260794.52 / 274313.75,
+    ),
+    # STEP_TIME step 50: 1736410576538298.460 − 1736410576386409.710 = 151888.75 µs
+    # (float64 epoch µs hold 0.25 µs)
+    ("ascend_db/pytorch_db_level1_rank0_ascend_pt", "torch_npu_db", 1, 151888.75, None),
+    ("ascend_db/msprof_full_db", "msprof_db", 1, None, None),
+    # ProfilerStep#1: [1704161511420289.011, 1704161511434380.981) = 14091.97 µs
+    ("ascend_timeline/trace_view.json", "ascend_timeline", 1, 14091.97, None),
+    # ProfilerStep#551 607312 µs and #552 622928 µs: median 615120
+    ("kineto/sampled_rank-0.json.gz", "kineto", 2, 615120.0, None),
+    ("kineto/sampled_rank-1.json.gz", "kineto", 2, None, None),
+    ("kineto/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "kineto", 2, None, None),
+    ("kineto/benchmark_result_2869224_1695835535_trace.json.gz", "kineto", 1, None, None),
+    # ProfilerStep#551 lasts 210109.162 µs; its 4 cpu_ops lie after the window
+    ("kineto/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "kineto", 1, 210109.162, 0.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("relative", "fmt", "steps", "step_time", "utilization"), CASES, ids=[c[0] for c in CASES]
+)
+def test_every_real_profile_inspects(
+    capsys: pytest.CaptureFixture[str],
+    relative: str,
+    fmt: str,
+    steps: int,
+    step_time: float | None,
+    utilization: float | None,
+) -> None:
+    assert main(["inspect", str(DATA / relative), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["profile"]["format"] == fmt
+    assert doc["steps"]["analysed"] == steps
+    metrics = doc["metrics"]
+    assert metrics["step_time_us"]["n"] == steps
+    assert metrics["step_time_us"]["median"] > 0
+    if step_time is not None:
+        assert metrics["step_time_us"]["median"] == pytest.approx(step_time, abs=0.5)
+    if utilization is not None:
+        assert metrics["utilization"]["median"] == pytest.approx(utilization, abs=1e-5)
+    for name in ("utilization", "comm_ratio", "free_ratio"):
+        assert 0.0 <= metrics[name]["median"] <= 1.0
+    # the breakdown always sums to the step time
+    for row in doc["per_step"]:
+        parts = [
+            row[c] for c in ("computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
+        ]
+        assert sum(parts) == pytest.approx(row["step_time_us"], rel=1e-9, abs=1e-6)
+
+
+def test_a_metadata_only_timeline_is_an_error_not_a_silent_zero(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = DATA / "ascend_timeline" / "trace_view_tiny.json"
+    assert main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfgate: error: {path}: holds no task or step events")
+    assert err.count("\n") == 1
