@@ -60,15 +60,15 @@ def pair_records(
 class StoreLookup:
     """Where and how to look baselines up.
 
-    ``exclude_head``: skip a baseline recorded for HEAD itself. ``None`` (the default)
-    decides from the working tree: a clean tree measured HEAD, so HEAD's own baseline would
-    compare the run with itself (a push to main is compared with its first parent); a dirty
-    tree measured changes on top of HEAD, so HEAD's baseline is exactly the reference.
+    ``exclude_head``: skip a baseline recorded for HEAD itself (compare a push with its
+    first parent even when HEAD's own baseline exists). Off by default: after
+    ``--perfgate-update``, editing the model and running again must compare with the
+    baseline just recorded; a clean re-run of HEAD compares with itself and says so.
     """
 
     repo_dir: Path
     baseline_ref: str | None = None
-    exclude_head: bool | None = None
+    exclude_head: bool = False
 
 
 def store_root(repo_dir: Path, settings: Settings) -> Path:
@@ -80,15 +80,13 @@ def gate_against_store(
 ) -> list[Comparison]:
     """Compare each current record with the baseline the store holds for it (DESIGN §5)."""
     root = store_root(lookup.repo_dir, settings)
-    exclude_head = lookup.exclude_head
-    if exclude_head is None:
-        exclude_head = not current_commit(lookup.repo_dir).dirty
+    head = current_commit(lookup.repo_dir)
     candidates = baseline_candidates(
         lookup.repo_dir,
         baseline_branch=settings.baseline.branch,
         start_ref=lookup.baseline_ref,
         max_depth=settings.baseline.max_depth,
-        exclude_head=exclude_head,
+        exclude_head=lookup.exclude_head,
     )
     comparisons = []
     for current in currents:
@@ -108,16 +106,20 @@ def gate_against_store(
             "env": env,
             "lookback": len(found),
         }
-        comparisons.append(
-            compare_records(
-                nearest.record,
-                current,
-                settings,
-                history_records=[f.record for f in found],
-                baseline_info=info,
-                current_info=current_info,
-            )
+        comparison = compare_records(
+            nearest.record,
+            current,
+            settings,
+            history_records=[f.record for f in found],
+            baseline_info=info,
+            current_info=current_info,
         )
+        if nearest.candidate.sha == head.sha and not head.dirty:
+            comparison.notes.append(
+                "the baseline is HEAD's own (recorded from this very commit): this run "
+                "repeats it; changes show once the working tree or HEAD moves on"
+            )
+        comparisons.append(comparison)
     return comparisons
 
 
@@ -170,7 +172,12 @@ def record_baselines(
     root = store_root(repo_dir, settings)
     paths = []
     for record in records:
-        body = {k: v for k, v in record.items() if k not in ("format", "format_version")}
+        # A results-file run also carries its verdict and comparison: not baseline content.
+        body = {
+            k: v
+            for k, v in record.items()
+            if k not in ("format", "format_version", "verdict", "comparison", "baseline_path")
+        }
         baseline = {
             "format": BASELINE_FORMAT,
             "format_version": BASELINE_FORMAT_VERSION,

@@ -38,11 +38,25 @@ def env_key(fingerprint: dict[str, Any]) -> str:
     """The default runner key (DESIGN §5): device model and count, e.g. ``ascend910b4-x8``,
     ``nvidia-h100-80gb-hbm3-x1``, or ``cpu-x86_64`` for CPU-only runs."""
     device = str(fingerprint.get("device") or "").strip()
-    if not device or device.lower() == "cpu" or fingerprint.get("task_basis") == "cpu":
+    if device.lower() == "cpu" or fingerprint.get("task_basis") == "cpu":
         machine = fingerprint.get("machine") or platform.machine() or "unknown"
         return slug(f"cpu-{machine}")
     count = fingerprint.get("device_count") or 1
+    if not device:
+        # The profile names no device model (e.g. a torch_npu text export): its family.
+        device = _DEVICE_FAMILY.get(str(fingerprint.get("profiler")), "device")
     return slug(f"{device.replace(' ', '')}-x{count}")
+
+
+_DEVICE_FAMILY = {
+    "torch_npu": "ascend",
+    "torch_npu_db": "ascend",
+    "msprof": "ascend",
+    "msprof_db": "ascend",
+    "ascend_timeline": "ascend",
+    "cluster_step_trace": "ascend",
+    "kineto": "gpu",
+}
 
 
 def _read_json_document(path: Path) -> Any | None:

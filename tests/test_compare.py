@@ -283,3 +283,9 @@ def test_topping_the_slowest_recent_run_by_a_hair_is_still_within_the_spread() -
     j = judge(steps(100, seed=1), steps(107.5, seed=2), history=(100e3, 106.8e3, 100.2e3))
     assert j.status == PASS
     assert any("within the spread of the last 3 baselines" in r for r in j.reasons)
+
+
+def test_a_noisy_baseline_does_not_hide_a_change_far_outside_its_spread() -> None:
+    j = judge(steps(100, noise=0.3, seed=1), steps(400, noise=0.02, seed=2))
+    assert j.status == REGRESSION
+    assert any("but the change is beyond 4× its spread" in r for r in j.reasons)

@@ -19,7 +19,9 @@ The rule's false-alarm rate and detection power are measured in
 ``benchmarks/verdict_quality.py`` (``docs/verdict-quality.md``).
 
 A metric whose baseline spread is too large to trust (robust CV above ``max_cv``, or a
-spread in points above the threshold) is ``unstable``: advisory, never a failure.
+spread in points above the threshold) is ``unstable``: advisory, never a failure — unless
+the current median lies more than 4 robust standard deviations of that baseline away, a
+change no noise of that size explains.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ _MAD_TO_SD = 1.4826  # MAD of a normal sample × this = its standard deviation
 # look-back run to count as outside the between-run spread; measured in
 # benchmarks/verdict_quality.py (docs/verdict-quality.md).
 HISTORY_MARGIN = 0.3
+# A change this many robust standard deviations of a noisy baseline away is judged anyway.
+UNSTABLE_OVERRIDE = 4.0
 _MAX_AUTOCORRELATION = 0.9
 
 
@@ -248,7 +252,15 @@ def judge_metric(
 
     unstable = _unstable(base, judgement.baseline, threshold, stats)
     if unstable:
-        judgement.reasons.append(unstable)
+        # A noisy baseline hides small changes, not one far outside its own spread.
+        far = abs(judgement.current - judgement.baseline) > UNSTABLE_OVERRIDE * robust_spread(base)
+        if far and (bad_effect or good_effect):
+            judgement.reasons.append(
+                f"{unstable}, but the change is beyond {UNSTABLE_OVERRIDE:g}× its spread"
+            )
+            unstable = None
+        else:
+            judgement.reasons.append(unstable)
     if bad_effect or good_effect:
         if not significant:
             judgement.reasons.append(
@@ -607,9 +619,14 @@ def compare_runs(
                 history_medians,
             )
         )
-    step_delta = _median(cur_samples.get("step_time_us", [])) - _median(
-        base_samples.get("step_time_us", [])
+    # Operator times come from the profiled steps: explain them against the profiled step
+    # time when both sides have it (the gated step time may be an unprofiled one).
+    step_key = (
+        "profiled_step_time_us"
+        if base_samples.get("profiled_step_time_us") and cur_samples.get("profiled_step_time_us")
+        else "step_time_us"
     )
+    step_delta = _median(cur_samples.get(step_key, [])) - _median(base_samples.get(step_key, []))
     comparison.operators = operator_deltas(
         baseline.get("operators", []),
         current.get("operators", []),
@@ -641,3 +658,67 @@ def compare_runs(
         comparison.verdict = ERROR
         comparison.notes.append("no gated metric could be computed from either side")
     return comparison
+
+
+def _float(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def comparison_from_dict(data: dict[str, Any]) -> Comparison:
+    """Rebuild a :class:`Comparison` from :meth:`Comparison.as_dict` (xdist workers hand
+    their results to the controller as JSON)."""
+    metrics = []
+    for m in data.get("metrics", []):
+        history = m.get("history") or {}
+        metrics.append(
+            MetricJudgement(
+                name=m["name"],
+                metric=m["metric"],
+                baseline=_float(m.get("baseline")),
+                current=_float(m.get("current")),
+                change=_float(m.get("change")),
+                threshold=m["threshold"],
+                unit=m["unit"],
+                bad_sign=1 if str(m["threshold"]).startswith("+") else -1,
+                gated=bool(m["gated"]),
+                status=m["status"],
+                significant=m.get("significant"),
+                p_value=m.get("p_value"),
+                test=m.get("test", "none"),
+                n_baseline=int(m.get("n_baseline", 0)),
+                n_current=int(m.get("n_current", 0)),
+                history_runs=int(history.get("runs", 0)),
+                history_low=history.get("low"),
+                history_high=history.get("high"),
+                reasons=list(m.get("reasons", [])),
+            )
+        )
+    operators = [
+        OperatorDelta(
+            op_type=str(o["op_type"]),
+            core=str(o["core"]),
+            category=str(o.get("category", "")),
+            baseline_time_per_step_us=_float(o.get("baseline_time_per_step_us")),
+            current_time_per_step_us=_float(o.get("current_time_per_step_us")),
+            delta_us=_float(o.get("delta_us")),
+            share_of_step_delta=o.get("share_of_step_delta"),
+            baseline_calls_per_step=_float(o.get("baseline_calls_per_step")),
+            current_calls_per_step=_float(o.get("current_calls_per_step")),
+            status=str(o["status"]),
+            current_share=_float(o.get("current_share")),
+            gated=bool(o.get("gated", False)),
+            p_value=o.get("p_value"),
+            regression=bool(o.get("regression", False)),
+        )
+        for o in data.get("operators", [])
+    ]
+    return Comparison(
+        benchmark=data["benchmark"],
+        verdict=data["verdict"],
+        baseline=dict(data.get("baseline", {})),
+        current=dict(data.get("current", {})),
+        metrics=metrics,
+        operators=operators,
+        warnings=list(data.get("warnings", [])),
+        notes=list(data.get("notes", [])),
+    )

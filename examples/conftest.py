@@ -1,0 +1,8 @@
+"""Lets the example benchmarks import examples/models.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

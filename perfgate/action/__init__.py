@@ -1,0 +1,148 @@
+"""Helpers the GitHub Action (``action.yml``) runs as ``python -m perfgate.action.<module>``.
+
+Each module reads the action's inputs from ``PERFGATE_*`` environment variables (the action
+maps every input through ``env:``) and the runner's own ``GITHUB_*`` variables, so it runs
+the same way on a runner and in a test. Shared here: reading inputs, writing step outputs and
+the job summary, the event payload, workflow-command annotations, and the overall verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import PerfgateError
+
+# The overall verdicts the action reports (its `verdict` output).
+PASS = "pass"
+REGRESSION = "regression"
+ERROR = "error"
+
+# pytest exit codes (the perfgate plugin's contract): 0 all passed, 1 a benchmark regressed.
+PYTEST_OK = 0
+PYTEST_FAILED = 1
+PYTEST_EXIT_MEANINGS = {
+    2: "interrupted or usage error",
+    3: "internal error",
+    4: "usage error",
+    5: "no tests were collected",
+}
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+class ActionError(Exception):
+    """An input or environment the action cannot work with: one line that says what to fix."""
+
+
+def env_input(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
+    """The value of environment variable ``name``, stripped; ``default`` when unset or empty."""
+    value = (environ if environ is not None else os.environ).get(name, "").strip()
+    return value or default
+
+
+def flag_input(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """A boolean input: true/false (also yes/no, on/off, 1/0)."""
+    value = env_input(name, "", environ).lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ActionError(f"{name}={value!r}: expected true or false")
+
+
+def choice_input(
+    name: str, choices: Iterable[str], default: str, environ: Mapping[str, str] | None = None
+) -> str:
+    """An input that must be one of ``choices``."""
+    allowed = list(choices)
+    value = env_input(name, default, environ).lower()
+    if value not in allowed:
+        raise ActionError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
+def set_output(name: str, value: str) -> None:
+    """Set step output ``name`` (appended to ``$GITHUB_OUTPUT``; printed when that is unset)."""
+    path = os.environ.get("GITHUB_OUTPUT")
+    if not path:
+        print(f"output {name}={value}")
+        return
+    with open(path, "a", encoding="utf-8") as handle:
+        if "\n" in value:
+            delimiter = f"perfgate_{uuid.uuid4().hex}"
+            handle.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+        else:
+            handle.write(f"{name}={value}\n")
+
+
+def append_summary(markdown: str) -> None:
+    """Append Markdown to the job summary (``$GITHUB_STEP_SUMMARY``), when there is one."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
+
+
+def annotate(level: str, message: str) -> None:
+    """A workflow command (``::error::``, ``::warning::``, ``::notice::``) on stdout."""
+    escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    print(f"::{level}::{escaped}", flush=True)
+
+
+def load_event() -> dict[str, Any]:
+    """The webhook payload of the event that started the workflow (``$GITHUB_EVENT_PATH``)."""
+    path = os.environ.get("GITHUB_EVENT_PATH")
+    if not path or not Path(path).is_file():
+        return {}
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ActionError(f"GITHUB_EVENT_PATH={path}: not valid JSON ({exc.msg})") from None
+    return event if isinstance(event, dict) else {}
+
+
+def pull_request_number(event: Mapping[str, Any]) -> int | None:
+    """The pull request's number for a ``pull_request`` (or ``_target``) event, else None."""
+    pull = event.get("pull_request")
+    if isinstance(pull, dict) and isinstance(pull.get("number"), int):
+        return int(pull["number"])
+    return None
+
+
+def overall_verdict(runs: Iterable[Mapping[str, Any]] | None, exit_code: int) -> str:
+    """One verdict for the job from pytest's exit code and the results' run verdicts.
+
+    ``error`` when the run did not complete (an exit code other than 0 or 1, no results, a
+    run whose verdict is ``error``, or exit 1 with no regression to explain it); else
+    ``regression`` when any run regressed; else ``pass`` (no-baseline, incomparable,
+    unstable and improvement do not fail a build).
+    """
+    if runs is None or exit_code not in (PYTEST_OK, PYTEST_FAILED):
+        return ERROR
+    verdicts = [str(run.get("verdict", "")) for run in runs]
+    if ERROR in verdicts:
+        return ERROR
+    if REGRESSION in verdicts:
+        return REGRESSION
+    return ERROR if exit_code == PYTEST_FAILED else PASS
+
+
+def run_main(main: Callable[[], int]) -> None:
+    """Run a module's ``main`` and exit with its status; an :class:`ActionError` (or a
+    perfgate error, e.g. a bad configuration) becomes one ``::error::`` line and status 2."""
+    try:
+        status = main()
+    except (ActionError, PerfgateError) as exc:
+        annotate("error", f"perfgate: {exc}")
+        status = 2
+    sys.exit(status)

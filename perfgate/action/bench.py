@@ -1,0 +1,179 @@
+"""The action's benchmark step: run ``pytest`` (or merge shards' results), then set the step
+outputs and write the job summary. Never fails the step for a regression or a failed run:
+the action's last step (:mod:`perfgate.action.gate`) does, after the summary, artifacts,
+comment and baselines are done.
+
+Inputs (environment): ``PERFGATE_PYTEST_ARGS`` (shell-quoted, default ``--perfgate``),
+``PERFGATE_OUTPUT_DIR`` (default ``perfgate-out``), ``PERFGATE_CANN_ENV`` (``auto``, ``none``
+or a script to source first), ``PERFGATE_MERGE`` (glob patterns of results files: merge them
+instead of running pytest). Outputs: ``verdict``, ``exit-code``, ``results-path``,
+``summary-path``, ``output-dir`` (absolute paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perfgate.action import (
+    ERROR,
+    PYTEST_EXIT_MEANINGS,
+    REGRESSION,
+    ActionError,
+    annotate,
+    append_summary,
+    env_input,
+    overall_verdict,
+    run_main,
+    set_output,
+)
+from perfgate.action.merge_results import merge_files
+
+STANDARD_CANN_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+def cann_script(value: str, standard: str = STANDARD_CANN_ENV) -> Path | None:
+    """The CANN environment script to source: ``auto`` is the standard one when present,
+    ``none`` (or empty) is none, anything else is a path that must exist."""
+    if value in ("", "none"):
+        return None
+    if value == "auto":
+        return Path(standard) if Path(standard).is_file() else None
+    path = Path(value)
+    if not path.is_file():
+        raise ActionError(f"cann-env: {value} does not exist (use 'auto' or 'none')")
+    return path
+
+
+def pytest_command(
+    python: str, pytest_args: str, out_dir: Path, cann: Path | None
+) -> tuple[list[str], Path, Path]:
+    """The command line that runs the benchmarks, and where it writes results and Markdown.
+
+    The action's report paths come last so they win over any in ``pytest_args``.
+    """
+    try:
+        user_args = shlex.split(pytest_args)
+    except ValueError as exc:
+        raise ActionError(f"pytest-args: {exc} in {pytest_args!r}") from None
+    results, summary = out_dir / "results.json", out_dir / "summary.md"
+    command = [python, "-m", "pytest", *user_args]
+    command += ["--perfgate-out", str(out_dir), "--perfgate-json", str(results)]
+    command += ["--perfgate-md", str(summary)]
+    if cann is not None:
+        # Source the script in the shell that then becomes pytest: its exports reach pytest.
+        prelude = '. "$1" || { echo "perfgate: sourcing $1 failed" >&2; exit 2; }; shift; exec "$@"'
+        command = ["bash", "-c", prelude, "perfgate-cann-env", str(cann), *command]
+    return command, results, summary
+
+
+def run_benchmarks(command: Sequence[str]) -> int:
+    """Run pytest with the job summary hidden from it: this step writes the summary once,
+    also when pytest could not."""
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    print("perfgate: " + shlex.join(command), flush=True)
+    try:
+        return subprocess.run(command, env=env, check=False).returncode
+    except OSError as exc:
+        raise ActionError(f"cannot run {command[0]}: {exc.strerror}") from None
+
+
+def read_runs(results: Path) -> list[dict[str, Any]] | None:
+    """The runs of a results file; None when it is missing or unreadable."""
+    if not results.is_file():
+        return None
+    try:
+        runs = json.loads(results.read_text(encoding="utf-8")).get("runs")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return runs if isinstance(runs, list) else None
+
+
+def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Path) -> str:
+    """Why the verdict is ``error``, in one sentence."""
+    if exit_code not in (0, 1):
+        meaning = PYTEST_EXIT_MEANINGS.get(exit_code, "failed")
+        return f"pytest exited with {exit_code} ({meaning}); see the job log"
+    if runs is None:
+        return (
+            f"no perfgate results were written to {results}: are there benchmarks, and is "
+            "--perfgate among pytest-args?"
+        )
+    errored = [str(run.get("benchmark")) for run in runs if run.get("verdict") == ERROR]
+    if errored:
+        return "benchmarks that could not be measured: " + ", ".join(errored)
+    return "pytest reported failed tests, but no benchmark regressed; see the job log"
+
+
+def expand(patterns: str) -> list[Path]:
+    """The files that whitespace-separated glob patterns match, sorted, each once."""
+    found: dict[str, None] = {}
+    for pattern in shlex.split(patterns):
+        for match in sorted(glob.glob(pattern, recursive=True)):
+            found.setdefault(match)
+    if not found:
+        raise ActionError(f"merge: no results files match {patterns!r}")
+    return [Path(name) for name in found]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run (or merge), then write outputs and the job summary."""
+    parser = argparse.ArgumentParser(prog="python -m perfgate.action.bench")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs pytest")
+    args = parser.parse_args(argv)
+    out_dir = Path(env_input("PERFGATE_OUTPUT_DIR", "perfgate-out")).resolve()
+    results, summary = out_dir / "results.json", out_dir / "summary.md"
+    # Self-hosted runners keep their workspace: a report left by an earlier run must not
+    # pass for this one's.
+    for stale in (results, summary):
+        stale.unlink(missing_ok=True)
+
+    merge_patterns = env_input("PERFGATE_MERGE")
+    if merge_patterns:
+        paths = expand(merge_patterns)
+        merge_files(paths, results, summary)
+        print(f"perfgate: merged {len(paths)} results files into {results}")
+        exit_code = 0
+    else:
+        command, results, summary = pytest_command(
+            args.python,
+            env_input("PERFGATE_PYTEST_ARGS", "--perfgate"),
+            out_dir,
+            cann_script(env_input("PERFGATE_CANN_ENV", "auto")),
+        )
+        exit_code = run_benchmarks(command)
+
+    runs = read_runs(results)
+    verdict = overall_verdict(runs, exit_code)
+    markdown = summary.read_text(encoding="utf-8") if summary.is_file() else ""
+    if verdict == ERROR:
+        note = problem_note(exit_code, runs, results)
+        annotate("error", f"perfgate: {note}")
+        markdown = f"> [!CAUTION]\n> **perfgate could not gate this run**: {note}\n\n{markdown}"
+    elif verdict == REGRESSION:
+        names = [str(r.get("benchmark")) for r in runs or [] if r.get("verdict") == REGRESSION]
+        annotate("error", "perfgate: performance regression in " + ", ".join(names))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not summary.is_file():
+        summary.write_text(markdown, encoding="utf-8")
+    append_summary(markdown)
+
+    print(f"perfgate: verdict {verdict} (pytest exit code {exit_code})")
+    set_output("verdict", verdict)
+    set_output("exit-code", str(exit_code))
+    set_output("output-dir", str(out_dir))
+    set_output("results-path", str(results) if results.is_file() else "")
+    set_output("summary-path", str(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,218 @@
+"""The action's baseline step: on a push to the baseline branch, record the baselines of the
+measured commit (``perfgate baseline update --from RESULTS``), commit them as a bot and push,
+retrying a bounded number of times when another push got there first (fetch, rebase, push).
+
+Inputs (environment): ``PERFGATE_UPDATE_BASELINES`` (``auto``: on a push to the baseline
+branch; ``always``: on any branch push; ``never``), ``PERFGATE_BASELINE_BRANCH`` (default: the
+perfgate configuration's ``baseline.branch``), ``PERFGATE_VERDICT`` and
+``PERFGATE_RESULTS_PATH`` (the benchmark step's outputs), ``PERFGATE_TOKEN`` (used for the push
+when the checkout kept no credentials). Runner variables: ``GITHUB_EVENT_NAME``,
+``GITHUB_REF``, ``GITHUB_SERVER_URL``. Output: ``baseline-commit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from perfgate.action import (
+    ERROR,
+    ActionError,
+    annotate,
+    choice_input,
+    env_input,
+    run_main,
+    set_output,
+)
+from perfgate.config import load_settings
+
+BOT_NAME = "github-actions[bot]"
+BOT_EMAIL = "41898282+github-actions[bot]@users.noreply.github.com"
+SUBJECT = "perfgate: baselines for "
+
+
+def bot_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for git commands: the bot as author and committer, no prompts."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        GIT_AUTHOR_NAME=BOT_NAME,
+        GIT_AUTHOR_EMAIL=BOT_EMAIL,
+        GIT_COMMITTER_NAME=BOT_NAME,
+        GIT_COMMITTER_EMAIL=BOT_EMAIL,
+        GIT_TERMINAL_PROMPT="0",
+    )
+    return env
+
+
+def git(
+    repo: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run one git command in ``repo``; an :class:`ActionError` with git's message on failure
+    when ``check``."""
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=False
+    )
+    if check and done.returncode != 0:
+        message = (done.stderr or done.stdout).strip().splitlines()
+        raise ActionError(f"git {args[0]} failed: {message[-1] if message else done.returncode}")
+    return done
+
+
+def with_token(repo: Path, remote: str, token: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` plus an Authorization header for an https remote, the way actions/checkout sets
+    one, when a token is given and the checkout kept no credentials of its own. The header is
+    passed in the environment (``GIT_CONFIG_*``, git >= 2.31), never written to .git/config."""
+    url = git(repo, "remote", "get-url", remote, check=False).stdout.strip()
+    persisted = git(repo, "config", "--get-regexp", r"^http\..*\.extraheader$", check=False)
+    if not token or not url.startswith(("https://", "http://")) or persisted.stdout.strip():
+        return env
+    server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    return {
+        **env,
+        "GIT_CONFIG_COUNT": str(count + 1),
+        f"GIT_CONFIG_KEY_{count}": f"http.{server}/.extraheader",
+        f"GIT_CONFIG_VALUE_{count}": f"AUTHORIZATION: basic {basic}",
+    }
+
+
+def commit_and_push(
+    repo: Path,
+    paths: Sequence[str],
+    message: str,
+    branch: str,
+    *,
+    remote: str = "origin",
+    attempts: int = 5,
+    backoff: float = 2.0,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """Commit ``paths`` and push to ``branch``; on a rejected push fetch, rebase and push
+    again, up to ``attempts`` pushes in all, waiting ``backoff`` seconds, doubling, between.
+    Returns the pushed commit, or None when there was nothing to commit."""
+    env = bot_env(env)
+    git(repo, "add", "--all", "--", *paths, env=env)
+    if git(repo, "diff", "--cached", "--quiet", env=env, check=False).returncode == 0:
+        return None
+    git(repo, "commit", "--quiet", "--no-verify", "-m", message, env=env)
+    for attempt in range(1, attempts + 1):
+        pushed = git(repo, "push", remote, f"HEAD:refs/heads/{branch}", env=env, check=False)
+        if pushed.returncode == 0:
+            sha = git(repo, "rev-parse", "HEAD", env=env).stdout.strip()
+            print(f"perfgate: pushed {sha[:12]} to {branch} (attempt {attempt}/{attempts})")
+            return sha
+        reason = (pushed.stderr or pushed.stdout).strip().splitlines()
+        if attempt == attempts:
+            raise ActionError(
+                f"could not push the baselines to {branch} after {attempts} attempts: "
+                + (reason[-1] if reason else "git push failed")
+            )
+        delay = backoff * 2 ** (attempt - 1)
+        print(
+            f"perfgate: push rejected (attempt {attempt}/{attempts}): "
+            f"{reason[-1] if reason else '?'}; fetching and rebasing in {delay:g} s",
+            flush=True,
+        )
+        time.sleep(delay)
+        if git(repo, "fetch", "--quiet", remote, branch, env=env, check=False).returncode:
+            continue
+        # Baselines are one file per commit, so a conflict means the same commit was
+        # recorded twice (a re-run): the newer recording wins, as in the store itself.
+        rebased = git(repo, "rebase", "--quiet", "-X", "theirs", "FETCH_HEAD", env=env, check=False)
+        if rebased.returncode != 0:
+            git(repo, "rebase", "--abort", env=env, check=False)
+            raise ActionError(f"could not rebase the baselines onto {remote}/{branch}")
+    return None  # not reached: the last attempt returns or raises
+
+
+def decide(
+    mode: str, event_name: str, ref: str, baseline_branch: str, verdict: str
+) -> tuple[str | None, str]:
+    """The branch to commit baselines to, or None and why not."""
+    if mode == "never":
+        return None, "update-baselines is 'never'"
+    if not ref.startswith("refs/heads/"):
+        return None, f"{ref or 'this ref'} is not a branch"
+    branch = ref.removeprefix("refs/heads/")
+    if mode == "auto" and (event_name != "push" or branch != baseline_branch):
+        return None, f"not a push to {baseline_branch} ({event_name} on {branch})"
+    if verdict in ("", ERROR):
+        return None, "the benchmark run did not complete"
+    return branch, ""
+
+
+def record(results: Path, cwd: Path) -> None:
+    """Write the baselines of HEAD from a results file with perfgate's own CLI."""
+    command = [sys.executable, "-m", "perfgate", "baseline", "update", "--from", str(results)]
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    sys.stdout.write(done.stdout)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise ActionError(
+            "perfgate baseline update failed: " + (lines[-1] if lines else str(done.returncode))
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Record, commit and push the baselines when this run should."""
+    parser = argparse.ArgumentParser(prog="python -m perfgate.action.commit_baselines")
+    parser.add_argument("--remote", default="origin")
+    parser.add_argument("--attempts", type=int, default=5, help="pushes to try in all")
+    parser.add_argument("--backoff", type=float, default=2.0, help="first wait, seconds")
+    args = parser.parse_args(argv)
+    cwd = Path.cwd()
+    settings = load_settings(None, root=cwd)
+    mode = choice_input("PERFGATE_UPDATE_BASELINES", ("auto", "always", "never"), "auto")
+    baseline_branch = env_input("PERFGATE_BASELINE_BRANCH", settings.baseline.branch)
+    branch, why_not = decide(
+        mode,
+        env_input("GITHUB_EVENT_NAME"),
+        env_input("GITHUB_REF"),
+        baseline_branch,
+        env_input("PERFGATE_VERDICT"),
+    )
+    if branch is None:
+        print(f"perfgate: not recording baselines: {why_not}")
+        return 0
+    results = Path(env_input("PERFGATE_RESULTS_PATH", "perfgate-out/results.json"))
+    if not results.is_file():
+        raise ActionError(f"{results}: no results file to record baselines from")
+    head = git(cwd, "log", "-1", "--format=%H%n%s").stdout.splitlines()
+    if len(head) > 1 and head[1].startswith(SUBJECT):
+        print("perfgate: HEAD is itself a baseline commit: not recording baselines of it")
+        return 0
+    measured = json.loads(results.read_text(encoding="utf-8")).get("commit")
+    if measured and measured != head[0]:
+        raise ActionError(
+            f"{results} measured {str(measured)[:12]}, but HEAD is {head[0][:12]}: "
+            "record baselines from a checkout of the measured commit"
+        )
+
+    record(results, cwd)
+    env = with_token(cwd, args.remote, env_input("PERFGATE_TOKEN"), dict(os.environ))
+    sha = commit_and_push(
+        cwd,
+        [settings.baseline.dir],
+        f"{SUBJECT}{head[0]}\n\nRecorded by the perfgate action from {results.name}.\n\n[skip ci]",
+        branch,
+        remote=args.remote,
+        attempts=max(1, args.attempts),
+        backoff=args.backoff,
+        env=env,
+    )
+    if sha is None:
+        annotate("notice", "perfgate: the baselines were already committed; nothing to push")
+    set_output("baseline-commit", sha or "")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

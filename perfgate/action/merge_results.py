@@ -1,0 +1,127 @@
+"""Merge the results files of benchmark shards into one, so one job can gate them all.
+
+``python -m perfgate.action.merge_results -o merged.json [--md merged.md] SHARD.json ...``
+
+Every shard must have measured the same commit, and no (benchmark, env) pair may appear in
+two shards. The merged file is a ``perfgate.results`` v1 document: the shards' runs in the
+order given, ``dirty`` when any shard was dirty. The Markdown is a table of every run's
+verdict followed by each shard's own ``summary.md`` (the file next to its results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from perfgate.action import ActionError, run_main
+from perfgate.runs import RESULTS_FORMAT, RESULTS_FORMAT_VERSION
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """A results document, checked for the fields a merge relies on."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ActionError(f"{path}: no such results file") from None
+    except json.JSONDecodeError as exc:
+        raise ActionError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(document, dict) or document.get("format") != RESULTS_FORMAT:
+        raise ActionError(f"{path}: not a {RESULTS_FORMAT} file")
+    version = document.get("format_version")
+    if not isinstance(version, int) or version > RESULTS_FORMAT_VERSION:
+        raise ActionError(
+            f"{path}: format_version {version!r} is not one this perfgate reads "
+            f"(1..{RESULTS_FORMAT_VERSION})"
+        )
+    runs = document.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        raise ActionError(f"{path}: key 'runs' is missing or not a list of objects")
+    return document
+
+
+def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """One results document holding every shard's runs."""
+    if not documents:
+        raise ActionError("no results files to merge")
+    commits = {str(doc["commit"]) for _, doc in documents if doc.get("commit")}
+    if len(commits) > 1:
+        listing = ", ".join(f"{path} at {str(doc.get('commit'))[:12]}" for path, doc in documents)
+        raise ActionError(f"the shards measured different commits: {listing}")
+    seen: dict[tuple[str, str], Path] = {}
+    runs: list[dict[str, Any]] = []
+    for path, document in documents:
+        for run in document["runs"]:
+            key = (str(run.get("benchmark")), str(run.get("env")))
+            if key in seen:
+                raise ActionError(
+                    f"benchmark {key[0]!r} on {key[1]!r} is in both {seen[key]} and {path}: "
+                    "each benchmark must run in exactly one shard"
+                )
+            seen[key] = path
+            runs.append(run)
+    return {
+        "format": RESULTS_FORMAT,
+        "format_version": RESULTS_FORMAT_VERSION,
+        "commit": next(iter(commits), None),
+        "branch": next((doc["branch"] for _, doc in documents if doc.get("branch")), None),
+        "dirty": any(bool(doc.get("dirty")) for _, doc in documents),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "runs": runs,
+    }
+
+
+def merged_markdown(documents: Sequence[tuple[Path, dict[str, Any]]]) -> str:
+    """A verdict table over all shards, then each shard's own summary.md when it has one."""
+    total = sum(len(doc["runs"]) for _, doc in documents)
+    lines = [
+        f"### perfgate: {total} benchmark{'s' if total != 1 else ''} "
+        f"from {len(documents)} shard{'s' if len(documents) != 1 else ''}",
+        "",
+        "| benchmark | env | verdict | shard |",
+        "|---|---|---|---|",
+    ]
+    for path, document in documents:
+        for run in document["runs"]:
+            verdict = str(run.get("verdict", "?"))
+            shown = f"**{verdict.upper()}**" if verdict in ("regression", "error") else verdict
+            name, env, shard = run.get("benchmark"), run.get("env"), path.parent.name
+            lines.append(f"| `{name}` | `{env}` | {shown} | `{shard}` |")
+    lines.append("")
+    for path, _ in documents:
+        summary = path.with_name("summary.md")
+        if summary.is_file():
+            lines += [f"#### shard `{path.parent.name}`", "", summary.read_text("utf-8").rstrip()]
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def merge_files(paths: Sequence[Path], out_json: Path, out_md: Path | None) -> dict[str, Any]:
+    """Read, merge and write; returns the merged document."""
+    documents = [(path, read_results(path)) for path in paths]
+    merged = merge(documents)
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    if out_md is not None:
+        out_md.parent.mkdir(parents=True, exist_ok=True)
+        out_md.write_text(merged_markdown(documents), encoding="utf-8")
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Merge the results files named on the command line."""
+    parser = argparse.ArgumentParser(prog="python -m perfgate.action.merge_results")
+    parser.add_argument("results", nargs="+", type=Path, help="the shards' results files")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="merged results file")
+    parser.add_argument("--md", type=Path, help="also write a merged Markdown report here")
+    args = parser.parse_args(argv)
+    merged = merge_files(args.results, args.output, args.md)
+    print(f"merged {len(merged['runs'])} runs from {len(args.results)} files into {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,1095 @@
+"""The GitHub Action: `action.yml` and the workflows checked by real third-party checkers, and
+the action's scripts run the way a runner runs them (a temporary git checkout, a real-shaped
+event payload, GITHUB_STEP_SUMMARY / GITHUB_OUTPUT files, a local bare remote, and the GitHub
+REST API played by an HTTP server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import perfgate.action.bench as bench_step
+import perfgate.action.comment as comment_step_module
+import perfgate.action.commit_baselines as baselines_step
+import perfgate.action.gate as gate_step
+from perfgate.action import ERROR, PASS, REGRESSION, overall_verdict, run_main
+from perfgate.action.bench import pytest_command
+from perfgate.action.comment import MARKER, MAX_BODY, comment_body
+from perfgate.action.commit_baselines import decide, with_token
+from perfgate.runs import load_side
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION = ROOT / "action.yml"
+WORKFLOWS = sorted([*ROOT.glob(".github/workflows/*.yml"), *ROOT.glob("examples/workflows/*.yml")])
+EXAMPLES = sorted(ROOT.glob("examples/workflows/*.yml"))
+LEVEL1 = ROOT / "tests/data/torch_npu/ascend-msinsight/pytorch_text_level1_rank0_ascend_pt"
+SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+REPO = "octo-org/vision-models"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def checker(name: str) -> str:
+    """A checker installed from PyPI (the dev extra): next to this Python, or on PATH.
+    Missing: skipped locally, a failure in CI."""
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.is_file() else shutil.which(name)
+    if found is None:
+        message = f"{name} is not installed (pip install the dev extra)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def load_yaml(path: Path) -> dict[Any, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), path
+    return data
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the runner's variables or proxies, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GITHUB_", "PERFGATE_", "RUNNER_", "GIT_"))
+        and k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+    }
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_AUTHOR_NAME="Dev",
+        GIT_AUTHOR_EMAIL="dev@example.com",
+        GIT_COMMITTER_NAME="Dev",
+        GIT_COMMITTER_EMAIL="dev@example.com",
+    )
+    env.update(extra)
+    return env
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+class Runner:
+    """What a GitHub runner gives a step: event payload, summary and output files."""
+
+    def __init__(self, tmp: Path, event_name: str, event: dict[str, Any], ref: str) -> None:
+        self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.event_path = tmp / "event.json"
+        self.event_path.write_text(json.dumps(event), encoding="utf-8")
+        self.summary = tmp / "step_summary.md"
+        self.output = tmp / "github_output"
+        self.summary.touch()
+        self.output.touch()
+        self.env = clean_env(
+            GITHUB_ACTIONS="true",
+            GITHUB_EVENT_NAME=event_name,
+            GITHUB_EVENT_PATH=str(self.event_path),
+            GITHUB_REF=ref,
+            GITHUB_SHA=str(
+                event.get("after") or event.get("pull_request", {}).get("head", {}).get("sha", "")
+            ),
+            GITHUB_REPOSITORY=REPO,
+            GITHUB_SERVER_URL="https://github.com",
+            GITHUB_API_URL="https://api.github.com",
+            GITHUB_RUN_ID="4242",
+            GITHUB_STEP_SUMMARY=str(self.summary),
+            GITHUB_OUTPUT=str(self.output),
+        )
+
+    def step(
+        self, module: str, cwd: Path, *args: str, **inputs: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m perfgate.action.<module>`` as an action step with these inputs."""
+        env = {**self.env, **inputs}
+        return subprocess.run(
+            [sys.executable, "-m", f"perfgate.action.{module}", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def call(self, main: Callable[[], int], cwd: Path, **inputs: str) -> tuple[int, str]:
+        """The same step in this process (quicker, for the variations): exit status, stdout."""
+        saved, here, out = dict(os.environ), Path.cwd(), io.StringIO()
+        os.environ.clear()
+        os.environ.update({**self.env, **inputs})
+        os.chdir(cwd)
+        try:
+            with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_:
+                run_main(main)
+        finally:
+            os.chdir(here)
+            os.environ.clear()
+            os.environ.update(saved)
+        return int(exit_.value.code or 0), out.getvalue()
+
+    def outputs(self) -> dict[str, str]:
+        """GITHUB_OUTPUT parsed as the runner parses it (name=value and heredoc forms)."""
+        result: dict[str, str] = {}
+        lines = iter(self.output.read_text(encoding="utf-8").splitlines())
+        for line in lines:
+            if "<<" in line and "=" not in line.split("<<", 1)[0]:
+                name, delimiter = line.split("<<", 1)
+                body = []
+                for inner in lines:
+                    if inner == delimiter:
+                        break
+                    body.append(inner)
+                result[name] = "\n".join(body)
+            else:
+                name, value = line.split("=", 1)
+                result[name] = value
+        return result
+
+
+def pr_event(number: int = 7, head_sha: str = "a" * 40) -> dict[str, Any]:
+    """A `pull_request` (synchronize) payload, trimmed to real keys and shape."""
+    repository = {"id": 1, "full_name": REPO, "default_branch": "main", "private": False}
+    return {
+        "action": "synchronize",
+        "number": number,
+        "pull_request": {
+            "number": number,
+            "state": "open",
+            "head": {"ref": "faster-attention", "sha": head_sha, "repo": repository},
+            "base": {"ref": "main", "sha": "b" * 40, "repo": repository},
+        },
+        "repository": repository,
+        "sender": {"login": "dev", "type": "User"},
+    }
+
+
+def push_event(after: str, before: str = "0" * 40) -> dict[str, Any]:
+    """A `push` payload to main, trimmed to real keys and shape."""
+    return {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "created": False,
+        "forced": False,
+        "head_commit": {"id": after, "message": "Speed up the attention kernel"},
+        "repository": {"id": 1, "full_name": REPO, "default_branch": "main"},
+        "pusher": {"name": "dev", "email": "dev@example.com"},
+    }
+
+
+def results_doc(commit: str | None, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "format": "perfgate.results",
+        "format_version": 1,
+        "commit": commit,
+        "branch": "main",
+        "dirty": False,
+        "created": "2025-01-01T00:00:00+00:00",
+        "runs": runs,
+    }
+
+
+def run_of(benchmark: str, verdict: str, env: str = "ascend910b4-x8") -> dict[str, Any]:
+    return {"benchmark": benchmark, "env": env, "verdict": verdict, "samples": {"step": [0, 1]}}
+
+
+REGRESSION_MD = (
+    "### perfgate: 1 regression\n\n| benchmark | verdict | step time |\n|---|---|---|\n"
+    "| `resnet50_train` | **REGRESSION** | +7.9% |\n"
+)
+
+FAKE_PYTHON = """#!{python}
+\"\"\"Stands in for the runner's Python running `pytest --perfgate`: records how it was called,
+writes the reports the plugin would, and exits as pytest would.\"\"\"
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_RECORD"], "w") as handle:
+    json.dump({{"argv": args, "step_summary": os.environ.get("GITHUB_STEP_SUMMARY"),
+               "cann": os.environ.get("ASCEND_TOOLKIT_HOME")}}, handle)
+def path(flag):
+    return args[len(args) - 1 - args[::-1].index(flag) + 1]
+if os.environ.get("FAKE_RESULTS"):
+    os.makedirs(path("--perfgate-out"), exist_ok=True)
+    open(path("--perfgate-json"), "w").write(os.environ["FAKE_RESULTS"])
+    open(path("--perfgate-md"), "w").write(os.environ["FAKE_SUMMARY"])
+sys.exit(int(os.environ["FAKE_EXIT"]))
+"""
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> Path:
+    script = tmp_path / "fake-python"
+    script.write_text(FAKE_PYTHON.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+# --------------------------------------------------------------------------- checkers
+
+
+def test_action_yml_is_valid_for_schemastore_github_actions_schema() -> None:
+    done = subprocess.run(
+        [checker("check-jsonschema"), "--builtin-schema", "vendor.github-actions", str(ACTION)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok -- validation done" in done.stdout
+
+
+def test_every_workflow_is_valid_for_schemastore_github_workflows_schema() -> None:
+    assert len(WORKFLOWS) >= 3
+    done = subprocess.run(
+        [checker("check-jsonschema"), "--builtin-schema", "vendor.github-workflows"]
+        + [str(p) for p in WORKFLOWS],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_passes_every_workflow_and_the_inputs_they_give_the_action(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "actionlint.yaml"
+    config.write_text("self-hosted-runner:\n  labels: [ascend]\n", encoding="utf-8")
+    command = [checker("actionlint"), "-no-color", "-config-file", str(config)]
+    command += ["-shellcheck", checker("shellcheck")]  # run: scripts are shellchecked too
+    done = subprocess.run(
+        command + [str(p.relative_to(ROOT)) for p in WORKFLOWS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # actionlint reads ./action.yml for `uses: ./`: an input it does not declare is an error.
+    project = tmp_path / "project"
+    broken = project / ".github" / "workflows" / "broken.yml"
+    broken.parent.mkdir(parents=True)
+    git(project, "init", "--quiet")
+    shutil.copy(ACTION, project / "action.yml")
+    broken.write_text(
+        EXAMPLES[0].read_text(encoding="utf-8").replace("comment: always", "comments: always")
+    )
+    done = subprocess.run([*command, str(broken)], cwd=project, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout
+    assert 'input "comments" is not defined in action "perfgate"' in done.stdout
+
+
+def test_the_action_run_scripts_pass_shellcheck() -> None:
+    steps = load_yaml(ACTION)["runs"]["steps"]
+    scripts = run_scripts(steps)
+    assert len(scripts) == 5
+    for script in scripts:
+        done = subprocess.run(
+            [checker("shellcheck"), "--shell=bash", "-"],
+            input=script,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout
+
+
+def zizmor_findings(*paths: Path) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [checker("zizmor"), "--offline", "--format", "json", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.strip().startswith("["), done.stderr
+    findings: list[dict[str, Any]] = json.loads(done.stdout)
+    return findings
+
+
+def test_zizmor_finds_nothing_of_medium_or_high_severity() -> None:
+    findings = zizmor_findings(ACTION, *WORKFLOWS)
+    serious = [
+        (f["ident"], f["locations"][0]["symbolic"]["key"])
+        for f in findings
+        if f["determinations"]["severity"] in ("Medium", "High")
+    ]
+    assert serious == []
+
+
+def test_zizmor_does_flag_an_unsafe_workflow_so_the_check_above_means_something(
+    tmp_path: Path,
+) -> None:
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "on: pull_request_target\njobs:\n  a:\n    runs-on: [self-hosted, ascend]\n"
+        "    steps:\n      - uses: actions/checkout@v4\n        with:\n"
+        "          ref: ${{ github.event.pull_request.head.sha }}\n"
+        '      - run: echo "${{ github.event.pull_request.title }}"\n',
+        encoding="utf-8",
+    )
+    idents = {f["ident"] for f in zizmor_findings(bad)}
+    assert {"dangerous-triggers", "template-injection", "unpinned-uses"} <= idents
+
+
+# --------------------------------------------------------------------------- the YAML itself
+
+
+def run_scripts(steps: list[dict[str, Any]]) -> list[str]:
+    return [str(step["run"]) for step in steps if "run" in step]
+
+
+def test_action_declares_documented_inputs_and_the_three_outputs() -> None:
+    action = load_yaml(ACTION)
+    inputs = action["inputs"]
+    for name in (
+        "pytest-args",
+        "working-directory",
+        "install",
+        "cann-env",
+        "baseline-branch",
+        "update-baselines",
+        "comment",
+        "fail-on-regression",
+        "token",
+    ):
+        assert inputs[name]["description"].strip(), name
+        assert "default" in inputs[name], name
+    assert inputs["pytest-args"]["default"] == "--perfgate"
+    assert inputs["cann-env"]["default"] == "auto"
+    assert inputs["update-baselines"]["default"] == "auto"
+    assert inputs["token"]["default"] == "${{ github.token }}"
+    assert {"verdict", "summary-path", "results-path"} <= set(action["outputs"])
+    assert action["runs"]["using"] == "composite"
+
+
+def test_no_run_script_expands_an_expression_and_third_party_actions_are_pinned() -> None:
+    documents = [load_yaml(ACTION)["runs"]["steps"]]
+    for workflow in WORKFLOWS:
+        for job in load_yaml(workflow)["jobs"].values():
+            documents.append(job["steps"])
+    for steps in documents:
+        for script in run_scripts(steps):
+            assert "${{" not in script, script
+        for step in steps:
+            uses = step.get("uses")
+            if uses and not uses.startswith("./"):
+                assert SHA_PIN.match(uses), uses
+    text = ACTION.read_text(encoding="utf-8")
+    assert re.search(r"actions/upload-artifact@[0-9a-f]{40} # v\d", text)
+
+
+def test_the_action_fails_the_job_last_after_summary_artifacts_comment_and_baselines() -> None:
+    steps = load_yaml(ACTION)["runs"]["steps"]
+    names = [step["name"] for step in steps]
+    assert names[-1] == "Gate"
+    assert "perfgate.action.gate" in steps[-1]["run"]
+    bench = names.index("Run the benchmarks")
+    for later in (
+        "Upload results and profiles",
+        "Comment on the pull request",
+        "Record and commit baselines",
+    ):
+        position = names.index(later)
+        assert bench < position < len(names) - 1
+        assert "!cancelled()" in steps[position]["if"]
+
+
+def test_example_workflows_keep_fork_code_off_the_self_hosted_runner() -> None:
+    assert {p.name for p in EXAMPLES} >= {"perfgate-ascend.yml", "perfgate-matrix.yml"}
+    for path in EXAMPLES:
+        workflow = load_yaml(path)
+        triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+        assert "pull_request_target" not in triggers, path
+        assert set(triggers) == {"pull_request", "push"}
+        assert triggers["push"]["branches"] == ["main"]
+        assert workflow["permissions"] == {}, path
+        for name, job in workflow["jobs"].items():
+            assert "permissions" in job, (path, name)
+            runs_on = job["runs-on"]
+            if isinstance(runs_on, list) and "self-hosted" in runs_on:
+                # Runs on pushes only, or on pull requests from this repository only.
+                condition = " ".join(job["if"].split())
+                assert condition == "github.event_name == 'push'" or (
+                    "github.event.pull_request.head.repo.full_name == github.repository"
+                    in condition
+                ), (path, name)
+            if job["permissions"].get("contents") == "write":
+                assert job["if"] == "github.event_name == 'push'", (path, name)
+            for step in job["steps"]:
+                if str(step.get("uses", "")).startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False
+
+
+def test_matrix_example_shards_upload_distinct_artifacts_and_one_job_merges_and_gates() -> None:
+    workflow = load_yaml(ROOT / "examples" / "workflows" / "perfgate-matrix.yml")
+    jobs = workflow["jobs"]
+    shards = jobs["benchmarks"]["strategy"]["matrix"]["include"]
+    assert len(shards) >= 2
+    bench_step = next(s for s in jobs["benchmarks"]["steps"] if s.get("uses") == "./")
+    assert bench_step["with"]["artifact-name"] == "perfgate-${{ matrix.shard }}"
+    assert bench_step["with"]["fail-on-regression"] == "false"
+    for name in ("gate-pull-request", "record-baselines"):
+        assert jobs[name]["needs"] == "benchmarks"
+        merge_step = next(s for s in jobs[name]["steps"] if s.get("uses") == "./")
+        assert merge_step["with"]["merge"] == "shards/*/results.json"
+
+
+# --------------------------------------------------------------------------- verdict and helpers
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "exit_code", "expected"),
+    [
+        (["pass", "no-baseline", "improvement", "unstable", "incomparable"], 0, PASS),
+        (["pass", "regression"], 1, REGRESSION),
+        (["regression", "error"], 1, ERROR),
+        (["pass"], 1, ERROR),  # pytest failed, but not for a benchmark
+        (["pass"], 5, ERROR),
+        (None, 0, ERROR),  # no results file
+    ],
+)
+def test_overall_verdict_from_exit_code_and_run_verdicts(
+    verdicts: list[str] | None, exit_code: int, expected: str
+) -> None:
+    runs = None if verdicts is None else [{"verdict": v} for v in verdicts]
+    assert overall_verdict(runs, exit_code) == expected
+
+
+def test_pytest_command_splits_arguments_like_a_shell_and_sources_cann_first(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "set_env.sh"
+    script.write_text("export ASCEND_TOOLKIT_HOME=/opt/cann\n")
+    command, results, summary = pytest_command(
+        "py", "--perfgate -k 'resnet and not slow'", tmp_path / "out", script
+    )
+    assert command[:2] == ["bash", "-c"]
+    assert command[command.index("py") :][:5] == ["py", "-m", "pytest", "--perfgate", "-k"]
+    assert "resnet and not slow" in command
+    assert command[-6:] == [
+        "--perfgate-out", str(tmp_path / "out"),
+        "--perfgate-json", str(results),
+        "--perfgate-md", str(summary),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "event", "ref", "verdict", "branch"),
+    [
+        ("auto", "push", "refs/heads/main", "pass", "main"),
+        ("auto", "push", "refs/heads/main", "regression", "main"),
+        ("auto", "push", "refs/heads/feature", "pass", None),
+        ("auto", "pull_request", "refs/pull/7/merge", "pass", None),
+        ("auto", "workflow_dispatch", "refs/heads/main", "pass", None),
+        ("always", "workflow_dispatch", "refs/heads/release", "pass", "release"),
+        ("always", "push", "refs/tags/v1", "pass", None),
+        ("auto", "push", "refs/heads/main", "error", None),
+        ("never", "push", "refs/heads/main", "pass", None),
+    ],
+)
+def test_baselines_are_recorded_on_pushes_to_the_baseline_branch_by_default(
+    mode: str, event: str, ref: str, verdict: str, branch: str | None
+) -> None:
+    assert decide(mode, event, ref, "main", verdict)[0] == branch
+
+
+def test_push_token_goes_to_git_through_the_environment_not_the_repository_config(
+    tmp_path: Path,
+) -> None:
+    git(tmp_path, "init", "--quiet")
+    git(tmp_path, "remote", "add", "origin", f"https://github.com/{REPO}.git")
+    env = with_token(tmp_path, "origin", "ghs_secret", {"GITHUB_SERVER_URL": "https://github.com"})
+    assert env["GIT_CONFIG_COUNT"] == "1"
+    assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraheader"
+    # base64("x-access-token:ghs_secret")
+    assert env["GIT_CONFIG_VALUE_0"] == "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA=="
+    assert "ghs_secret" not in (tmp_path / ".git" / "config").read_text()
+    # A checkout that kept its own credentials is left to them.
+    git(tmp_path, "config", "http.https://github.com/.extraheader", "AUTHORIZATION: basic xyz")
+    assert "GIT_CONFIG_COUNT" not in with_token(tmp_path, "origin", "ghs_secret", {})
+
+
+def test_a_huge_report_is_cut_to_fit_a_github_comment() -> None:
+    body = comment_body(REGRESSION, "| row |\n" * 20_000, "c" * 40, "https://x/runs/1")
+    assert len(body) <= MAX_BODY
+    assert body.startswith(MARKER)
+    assert "the report is truncated here" in body
+    assert "commit `cccccccccccc`" in body
+
+
+# --------------------------------------------------------------------------- the benchmark step
+
+
+def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_the_job(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    cann = tmp_path / "set_env.sh"
+    cann.write_text("export ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest\n")
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    record = tmp_path / "record.json"
+    results = results_doc(
+        "a" * 40, [run_of("resnet50_train", "regression"), run_of("bert_infer", "pass")]
+    )
+    done = runner.step(
+        "bench",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_PYTEST_ARGS="--perfgate -k 'resnet or bert'",
+        PERFGATE_CANN_ENV=str(cann),
+        FAKE_RECORD=str(record),
+        FAKE_RESULTS=json.dumps(results),
+        FAKE_SUMMARY=REGRESSION_MD,
+        FAKE_EXIT="1",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "::error::perfgate: performance regression in resnet50_train" in done.stdout
+    called = json.loads(record.read_text())
+    out = checkout / "perfgate-out"
+    assert called["argv"] == [
+        "-m", "pytest", "--perfgate", "-k", "resnet or bert",
+        "--perfgate-out", str(out),
+        "--perfgate-json", str(out / "results.json"),
+        "--perfgate-md", str(out / "summary.md"),
+    ]  # fmt: skip
+    assert called["step_summary"] is None  # the step writes the summary itself, once
+    assert called["cann"] == "/usr/local/Ascend/ascend-toolkit/latest"
+    assert runner.summary.read_text() == REGRESSION_MD
+    outputs = runner.outputs()
+    assert outputs["verdict"] == "regression"
+    assert outputs["exit-code"] == "1"
+    assert outputs["results-path"] == str(out / "results.json")
+    assert outputs["summary-path"] == str(out / "summary.md")
+    assert outputs["output-dir"] == str(out)
+
+    gate = runner.step("gate", checkout, PERFGATE_VERDICT=outputs["verdict"])
+    assert gate.returncode == 1
+    assert "a benchmark regressed" in gate.stdout
+    status, stdout = runner.call(
+        gate_step.main, checkout, PERFGATE_VERDICT="regression", PERFGATE_FAIL_ON_REGRESSION="no"
+    )
+    assert status == 0
+    assert "::warning::perfgate: a benchmark regressed" in stdout
+
+
+def test_bench_step_that_passes_lets_the_gate_pass(tmp_path: Path, fake_python: Path) -> None:
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    done = runner.step(
+        "bench",
+        tmp_path,
+        "--python",
+        str(fake_python),
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(tmp_path / "record.json"),
+        FAKE_RESULTS=json.dumps(results_doc("a" * 40, [run_of("resnet50_train", "no-baseline")])),
+        FAKE_SUMMARY="### perfgate: 1 benchmark, no baseline yet\n",
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 0, done.stderr
+    assert runner.outputs()["verdict"] == "pass"
+    assert runner.summary.read_text() == "### perfgate: 1 benchmark, no baseline yet\n"
+    assert runner.call(gate_step.main, tmp_path, PERFGATE_VERDICT="pass")[0] == 0
+
+
+def test_a_crashed_run_is_an_error_even_with_a_stale_report_left_on_a_self_hosted_runner(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    stale = tmp_path / "perfgate-out"
+    stale.mkdir()
+    (stale / "results.json").write_text(json.dumps(results_doc("f" * 40, [])))
+    (stale / "summary.md").write_text("### perfgate: all passed (an old run)\n")
+    runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
+    done = runner.step(
+        "bench",
+        tmp_path,
+        "--python",
+        str(fake_python),
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(tmp_path / "record.json"),
+        FAKE_EXIT="3",
+    )
+    assert done.returncode == 0
+    assert "::error::perfgate: pytest exited with 3 (internal error)" in done.stdout
+    outputs = runner.outputs()
+    assert outputs["verdict"] == "error"
+    assert outputs["results-path"] == ""
+    summary = runner.summary.read_text()
+    assert "perfgate could not gate this run" in summary
+    assert "an old run" not in summary
+    assert runner.call(gate_step.main, tmp_path, PERFGATE_VERDICT="error")[0] == 1
+    # A benchmark step that itself failed leaves no verdict: the gate fails too.
+    assert runner.call(gate_step.main, tmp_path, PERFGATE_VERDICT="")[0] == 1
+
+
+def test_a_cann_script_that_does_not_exist_is_an_input_error(tmp_path: Path) -> None:
+    runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
+    status, stdout = runner.call(
+        partial(bench_step.main, []), tmp_path, PERFGATE_CANN_ENV=str(tmp_path / "nope.sh")
+    )
+    assert status == 2
+    assert "::error::perfgate: cann-env:" in stdout
+    assert "does not exist" in stdout
+
+
+def write_shard(root: Path, name: str, commit: str, runs: list[dict[str, Any]]) -> Path:
+    shard = root / "shards" / f"perfgate-{name}"
+    shard.mkdir(parents=True)
+    (shard / "results.json").write_text(json.dumps(results_doc(commit, runs)))
+    (shard / "summary.md").write_text(f"### shard {name} report\n")
+    return shard / "results.json"
+
+
+def test_merge_mode_gates_the_shards_results_as_one(tmp_path: Path) -> None:
+    write_shard(tmp_path, "vision", "a" * 40, [run_of("resnet50_train", "pass")])
+    write_shard(
+        tmp_path,
+        "llm",
+        "a" * 40,
+        [run_of("llama_infer", "regression"), run_of("bert_infer", "improvement")],
+    )
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    done = runner.step("bench", tmp_path, PERFGATE_MERGE="shards/*/results.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs = runner.outputs()
+    assert outputs["verdict"] == "regression"
+    merged = json.loads(Path(outputs["results-path"]).read_text())
+    assert merged["format"] == "perfgate.results"
+    assert merged["format_version"] == 1
+    assert merged["commit"] == "a" * 40
+    # Sorted by path: the llm shard comes before the vision shard.
+    assert [r["benchmark"] for r in merged["runs"]] == [
+        "llama_infer", "bert_infer", "resnet50_train"
+    ]  # fmt: skip
+    summary = runner.summary.read_text()
+    assert "### perfgate: 3 benchmarks from 2 shards" in summary
+    assert "| `llama_infer` | `ascend910b4-x8` | **REGRESSION** | `perfgate-llm` |" in summary
+    assert "### shard vision report" in summary
+
+
+def test_merge_refuses_shards_of_different_commits_or_a_benchmark_run_twice(
+    tmp_path: Path,
+) -> None:
+    write_shard(tmp_path, "one", "a" * 40, [run_of("resnet50_train", "pass")])
+    write_shard(tmp_path, "two", "a" * 40, [run_of("resnet50_train", "pass")])
+    write_shard(tmp_path, "three", "c" * 40, [run_of("bert_infer", "pass")])
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    main = partial(bench_step.main, [])
+    both = "shards/perfgate-one/*.json shards/perfgate-two/*.json"
+    status, stdout = runner.call(main, tmp_path, PERFGATE_MERGE=both)
+    assert status == 2
+    assert "benchmark 'resnet50_train' on 'ascend910b4-x8' is in both" in stdout
+    status, stdout = runner.call(main, tmp_path, PERFGATE_MERGE="shards/*/results.json")
+    assert status == 2
+    assert "the shards measured different commits" in stdout
+    status, stdout = runner.call(main, tmp_path, PERFGATE_MERGE="nowhere/*.json")
+    assert status == 2
+    assert "merge: no results files match 'nowhere/*.json'" in stdout
+
+
+# --------------------------------------------------------------------------- the PR comment
+
+
+class FakeGitHub:
+    """The issue-comment endpoints of the GitHub REST API, in memory, on 127.0.0.1."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.comments: dict[int, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str, str]] = []
+        self.status = status
+        self.next_id = 1000
+        github = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def reply(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def handle_any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                github.requests.append(
+                    (self.command, self.path, self.headers.get("Authorization", ""))
+                )
+                if github.status != 200:
+                    self.reply(github.status, {"message": "Resource not accessible by integration"})
+                    return
+                self.reply(*github.route(self.command, self.path, body))
+
+            do_GET = do_POST = do_PATCH = handle_any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def route(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        listing = re.fullmatch(rf"/repos/{REPO}/issues/(\d+)/comments(?:\?(.*))?", path)
+        single = re.fullmatch(rf"/repos/{REPO}/issues/comments/(\d+)", path)
+        if listing and method == "GET":
+            query = dict(p.split("=") for p in (listing.group(2) or "").split("&") if p)
+            size, page = int(query.get("per_page", 30)), int(query.get("page", 1))
+            mine = [c for c in self.comments.values() if c["issue"] == int(listing.group(1))]
+            return 200, mine[(page - 1) * size : page * size]
+        if listing and method == "POST":
+            self.next_id += 1
+            comment = {
+                "id": self.next_id,
+                "issue": int(listing.group(1)),
+                "body": body["body"],
+                "html_url": f"https://github.com/{REPO}/pull/{listing.group(1)}"
+                f"#issuecomment-{self.next_id}",
+            }
+            self.comments[self.next_id] = comment
+            return 201, comment
+        if single and method == "PATCH" and int(single.group(1)) in self.comments:
+            comment = self.comments[int(single.group(1))]
+            comment["body"] = body["body"]
+            return 200, comment
+        return 404, {"message": "Not Found"}
+
+    def __enter__(self) -> FakeGitHub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        yield server
+
+
+def comment_step(
+    runner: Runner,
+    api: FakeGitHub,
+    verdict: str,
+    report: str,
+    mode: str = "always",
+    *,
+    subprocess_: bool = False,
+) -> tuple[int, str]:
+    """The comment step with this verdict and report: exit status and stdout."""
+    summary = runner.tmp / f"summary-{len(api.requests)}.md"
+    summary.write_text(report)
+    runner.env["GITHUB_API_URL"] = api.url
+    inputs = {
+        "PERFGATE_TOKEN": "ghs_test_token",
+        "PERFGATE_COMMENT": mode,
+        "PERFGATE_VERDICT": verdict,
+        "PERFGATE_SUMMARY_PATH": str(summary),
+    }
+    if subprocess_:
+        done = runner.step("comment", runner.tmp, **inputs)
+        return done.returncode, done.stdout + done.stderr
+    return runner.call(comment_step_module.main, runner.tmp, **inputs)
+
+
+def test_pr_comment_is_created_once_then_updated_in_place(tmp_path: Path, api: FakeGitHub) -> None:
+    # Someone else's 120 comments first: the marker is looked for past the first page.
+    for n in range(120):
+        api.comments[n] = {"id": n, "issue": 7, "body": f"LGTM {n}", "html_url": ""}
+    runner = Runner(tmp_path, "pull_request", pr_event(7, head_sha="d" * 40), "refs/pull/7/merge")
+    status, stdout = comment_step(runner, api, "regression", REGRESSION_MD, subprocess_=True)
+    assert status == 0, stdout
+    assert "created the PR comment" in stdout
+    ours = [c for c in api.comments.values() if MARKER in c["body"]]
+    assert len(ours) == 1
+    assert "❌ perfgate: performance regression" in ours[0]["body"]
+    assert "| `resnet50_train` | **REGRESSION** | +7.9% |" in ours[0]["body"]
+    assert "commit `dddddddddddd`" in ours[0]["body"]
+    assert f"[workflow run](https://github.com/{REPO}/actions/runs/4242)" in ours[0]["body"]
+    assert runner.outputs()["comment-url"].endswith(f"#issuecomment-{ours[0]['id']}")
+
+    status, stdout = comment_step(
+        runner, api, "pass", "### perfgate: all 1 benchmarks pass\n", subprocess_=True
+    )
+    assert status == 0, stdout
+    assert "updated the PR comment" in stdout
+    again = [c for c in api.comments.values() if MARKER in c["body"]]
+    assert [c["id"] for c in again] == [ours[0]["id"]]
+    assert "✅ perfgate: no regression" in again[0]["body"]
+    assert "REGRESSION" not in again[0]["body"]
+    methods = [(m, p.split("?")[0]) for m, p, _ in api.requests]
+    assert methods.count(("POST", f"/repos/{REPO}/issues/7/comments")) == 1
+    assert methods.count(("PATCH", f"/repos/{REPO}/issues/comments/{ours[0]['id']}")) == 1
+    assert {auth for _, _, auth in api.requests} == {"Bearer ghs_test_token"}
+
+
+def test_quiet_comments_appear_only_when_something_is_wrong_and_then_stay_current(
+    tmp_path: Path, api: FakeGitHub
+) -> None:
+    runner = Runner(tmp_path, "pull_request", pr_event(8), "refs/pull/8/merge")
+    status, stdout = comment_step(runner, api, "pass", "all good", mode="quiet")
+    assert status == 0
+    assert "no comment created" in stdout
+    assert api.comments == {}
+    comment_step(runner, api, "regression", REGRESSION_MD, mode="quiet")
+    assert len(api.comments) == 1
+    comment_step(runner, api, "pass", "all good again", mode="quiet")
+    (only,) = api.comments.values()
+    assert "✅ perfgate: no regression" in only["body"]
+    assert "all good again" in only["body"]
+
+
+def test_no_comment_on_a_push_or_when_disabled(tmp_path: Path, api: FakeGitHub) -> None:
+    push = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
+    assert "not a PR" in comment_step(push, api, "regression", REGRESSION_MD)[1]
+    pr = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    assert "disabled" in comment_step(pr, api, "regression", REGRESSION_MD, mode="never")[1]
+    assert api.requests == []
+
+
+def test_a_read_only_token_makes_the_comment_a_warning_not_a_failure(tmp_path: Path) -> None:
+    with FakeGitHub(status=403) as api:
+        runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+        status, stdout = comment_step(runner, api, "regression", REGRESSION_MD)
+    assert status == 0
+    assert "::warning::perfgate: could not write the PR comment: HTTP 403" in stdout
+    assert "pull-requests: write" in stdout
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def make_remote(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare 'GitHub' remote with one commit on main, and a runner's checkout of it."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "--quiet", str(remote), str(seed))
+    (seed / "model.py").write_text("STEPS = 10\n")
+    (seed / ".gitignore").write_text("perfgate-out/\n")
+    git(seed, "add", ".")
+    git(seed, "commit", "--quiet", "-m", "Model")
+    git(seed, "push", "--quiet", "origin", "HEAD:main")
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "--quiet", "--branch", "main", str(remote), str(checkout))
+    return remote, checkout
+
+
+def real_results(checkout: Path) -> Path:
+    """A results file holding the record of a real torch_npu profile, for HEAD."""
+    record = load_side(LEVEL1, benchmark="resnet50_train", env="ascend910b4-x1").records[0]
+    record["verdict"] = "pass"
+    path = checkout / "perfgate-out" / "results.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(results_doc(git(checkout, "rev-parse", "HEAD"), [record])))
+    return path
+
+
+def test_push_to_main_commits_the_baseline_and_wins_a_push_race(tmp_path: Path) -> None:
+    remote, checkout = make_remote(tmp_path)
+    measured = git(checkout, "rev-parse", "HEAD")
+    results = real_results(checkout)
+    # While the benchmarks ran, someone else pushed to main.
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "--quiet", str(remote), str(other))
+    (other / "README.md").write_text("hello\n")
+    git(other, "add", ".")
+    git(other, "commit", "--quiet", "-m", "Docs")
+    git(other, "push", "--quiet", "origin", "HEAD:main")
+    raced = git(other, "rev-parse", "HEAD")
+
+    runner = Runner(tmp_path, "push", push_event(measured), "refs/heads/main")
+    done = runner.step(
+        "commit_baselines",
+        checkout,
+        "--backoff",
+        "0",
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "push rejected (attempt 1/5)" in done.stdout
+    assert "(attempt 2/5)" in done.stdout
+    head = git(remote, "rev-parse", "main")
+    assert runner.outputs()["baseline-commit"] == head
+    subject, author, parent = git(remote, "log", "-1", "--format=%s%n%an <%ae>%n%P", "main").split(
+        "\n"
+    )
+    assert subject == f"perfgate: baselines for {measured}"
+    assert author == "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com>"
+    assert parent == raced  # rebased onto the other push
+    path = f"baselines/resnet50_train/ascend910b4-x1/{measured}.json"
+    assert git(remote, "diff-tree", "--no-commit-id", "--name-only", "-r", "main") == path
+    baseline = json.loads(git(remote, "show", f"main:{path}"))
+    assert baseline["format"] == "perfgate.baseline"
+    assert baseline["commit"] == measured
+    assert len(baseline["samples"]["step_time_us"]) == len(baseline["samples"]["step"]) > 0
+    assert git(remote, "show", "main:README.md") == "hello"
+
+
+def test_a_rerun_that_records_the_same_commit_again_replaces_the_earlier_baseline(
+    tmp_path: Path,
+) -> None:
+    remote, checkout = make_remote(tmp_path)
+    path = "baselines/resnet50_train/ascend910b4-x1/" + git(checkout, "rev-parse", "HEAD") + ".json"
+    first = tmp_path / "first-run"
+    git(tmp_path, "clone", "--quiet", str(remote), str(first))
+    (first / path).parent.mkdir(parents=True)
+    (first / path).write_text('{"run": 1}\n')
+    git(first, "add", ".")
+    git(first, "commit", "--quiet", "-m", "perfgate: baselines (first run)")
+    git(first, "push", "--quiet", "origin", "HEAD:main")
+    (checkout / path).parent.mkdir(parents=True)
+    (checkout / path).write_text('{"run": 2}\n')
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        sha = baselines_step.commit_and_push(
+            checkout,
+            ["baselines"],
+            "perfgate: baselines (re-run)",
+            "main",
+            backoff=0,
+            env=clean_env(),
+        )
+    assert "push rejected (attempt 1/5)" in out.getvalue()
+    assert sha == git(remote, "rev-parse", "main")
+    assert json.loads(git(remote, "show", f"main:{path}")) == {"run": 2}
+
+
+def test_pushes_that_keep_failing_stop_after_the_bounded_number_of_attempts(
+    tmp_path: Path,
+) -> None:
+    remote, checkout = make_remote(tmp_path)
+    counter = tmp_path / "pushes"
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho x >> {counter}\necho 'branch is protected' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    results = real_results(checkout)
+    runner = Runner(
+        tmp_path, "push", push_event(git(checkout, "rev-parse", "HEAD")), "refs/heads/main"
+    )
+    done = runner.step(
+        "commit_baselines",
+        checkout,
+        "--attempts",
+        "3",
+        "--backoff",
+        "0",
+        PERFGATE_VERDICT="regression",
+        PERFGATE_RESULTS_PATH=str(results),
+    )
+    assert done.returncode == 2
+    assert "could not push the baselines to main after 3 attempts" in done.stdout
+    assert counter.read_text().count("x") == 3
+
+
+def test_no_baseline_commit_on_a_pull_request_or_a_failed_run(tmp_path: Path) -> None:
+    remote, checkout = make_remote(tmp_path)
+    before = git(remote, "rev-parse", "main")
+    results = real_results(checkout)
+    main = partial(baselines_step.main, [])
+    pr = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    status, stdout = pr.call(
+        main, checkout, PERFGATE_VERDICT="pass", PERFGATE_RESULTS_PATH=str(results)
+    )
+    assert status == 0
+    assert "not recording baselines: refs/pull/7/merge is not a branch" in stdout
+    push = Runner(tmp_path, "push", push_event(before), "refs/heads/main")
+    status, stdout = push.call(
+        main, checkout, PERFGATE_VERDICT="error", PERFGATE_RESULTS_PATH=str(results)
+    )
+    assert status == 0
+    assert "not recording baselines: the benchmark run did not complete" in stdout
+    assert git(remote, "rev-parse", "main") == before
+    assert not (checkout / "baselines").exists()
+
+
+def test_a_baseline_commit_is_not_itself_benchmarked_into_another(tmp_path: Path) -> None:
+    remote, checkout = make_remote(tmp_path)
+    git(checkout, "commit", "--quiet", "--allow-empty", "-m", "perfgate: baselines for 123")
+    git(checkout, "push", "--quiet", "origin", "HEAD:main")
+    results = real_results(checkout)
+    before = git(remote, "rev-parse", "main")
+    runner = Runner(tmp_path, "push", push_event(before), "refs/heads/main")
+    status, stdout = runner.call(
+        partial(baselines_step.main, []),
+        checkout,
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+    )
+    assert status == 0
+    assert "HEAD is itself a baseline commit" in stdout
+    assert git(remote, "rev-parse", "main") == before
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slower_pr(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("perfgate.plugin", reason="the pytest plugin is not installed")
+    remote, checkout = make_remote(tmp_path)
+    (checkout / "test_bench.py").write_text(
+        "import os, time\n\n"
+        "def test_loop(perfgate):\n"
+        "    delay = float(os.environ.get('DELAY', '0.002'))\n"
+        "    perfgate.run(lambda: time.sleep(delay), steps=20, warmup=2)\n"
+    )
+    git(checkout, "add", "test_bench.py")
+    git(checkout, "commit", "--quiet", "-m", "A benchmark")
+    git(checkout, "push", "--quiet", "origin", "HEAD:main")
+    measured = git(checkout, "rev-parse", "HEAD")
+    args = "--perfgate --perfgate-profiler=none -p no:cacheprovider test_bench.py"
+
+    push = Runner(tmp_path / "push", "push", push_event(measured), "refs/heads/main")
+    bench = push.step("bench", checkout, PERFGATE_PYTEST_ARGS=args, PERFGATE_CANN_ENV="none")
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    outputs = push.outputs()
+    assert outputs["verdict"] == "pass"  # no baseline yet
+    recorded = push.step(
+        "commit_baselines",
+        checkout,
+        PERFGATE_VERDICT=outputs["verdict"],
+        PERFGATE_RESULTS_PATH=outputs["results-path"],
+    )
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert git(remote, "log", "-1", "--format=%s", "main") == f"perfgate: baselines for {measured}"
+
+    git(checkout, "pull", "--quiet", "--rebase", "origin", "main")
+    pr = Runner(tmp_path / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
+    bench = pr.step(
+        "bench", checkout, PERFGATE_PYTEST_ARGS=args, PERFGATE_CANN_ENV="none", DELAY="0.004"
+    )
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    assert pr.outputs()["verdict"] == "regression"
+    assert "step_time" in pr.summary.read_text()
+    assert pr.call(gate_step.main, checkout, PERFGATE_VERDICT="regression")[0] == 1

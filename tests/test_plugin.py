@@ -1,0 +1,257 @@
+"""`pytest --perfgate` as users run it (pytester): options, skipping, record → pass →
+regression, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import git
+import pytest
+
+pytest_plugins = ["pytester"]
+pytest.importorskip("torch")
+
+# A benchmark whose work per step is set by the environment: WORK=4 is 4× heavier.
+BENCHMARK = """
+import os
+import torch
+
+def test_matmul(perfgate):
+    size = 192
+    work = int(os.environ.get("WORK", "1"))
+    a = torch.randn(size, size)
+    b = torch.randn(size, size)
+
+    def step():
+        for _ in range(8 * work):
+            torch.mm(a, b)
+
+    perfgate.run(step, steps=12, warmup=2, size=size)
+
+def test_plain():
+    assert True
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A git repository with one benchmark file, committed on main."""
+    pytester.makepyfile(test_bench=BENCHMARK)
+    pytester.makeini("[pytest]\n")
+    # CI machines are shared and noisy: a team sets the limits its runners can hold.
+    (pytester.path / "perfgate.yaml").write_text(
+        "thresholds:\n  step_time: {max_increase: 25%}\n  utilization: {max_drop: 15pt}\n"
+    )
+    repo = git.Repo.init(pytester.path, initial_branch="main")
+    with repo.config_writer() as cfg:
+        cfg.set_value("user", "name", "t")
+        cfg.set_value("user", "email", "t@example.invalid")
+    (pytester.path / ".gitignore").write_text("perfgate-out/\n__pycache__/\n")
+    repo.index.add(["test_bench.py", "tox.ini", ".gitignore", "perfgate.yaml"])
+    repo.index.commit("benchmark")
+    return pytester
+
+
+def _commit_all(path: Path, message: str) -> str:
+    repo = git.Repo(path)
+    repo.git.add("-A")
+    return str(repo.index.commit(message).hexsha)
+
+
+def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "perfgate: performance-regression gate:",
+            "*--perfgate *run the perfgate benchmarks under a profiler*",
+            "*--perfgate-update*record the baselines of HEAD instead of comparing",
+            "*--perfgate-profiler=NAME*",
+            "*--perfgate-baseline-ref=REF*",
+            "*--perfgate-config=FILE*",
+            "*--perfgate-strict*",
+            "*--perfgate-json=PATH*",
+            "*--perfgate-md=PATH*",
+            "*perfgate_profiler (string):*",
+        ]
+    )
+
+
+def test_without_the_flag_benchmarks_are_skipped_with_a_reason(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*perfgate benchmark: run with --perfgate to measure and gate it*"]
+    )
+    assert not (project.path / "perfgate-out").exists()
+
+
+def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
+    project: pytest.Pytester,
+) -> None:
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=nsys")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*argument --perfgate-profiler: 'nsys' is not a profiler perfgate knows "
+            "(choose from auto, torch, torch_npu, msprof, none)*"
+        ]
+    )
+
+
+def test_a_bad_config_is_a_usage_error_naming_the_key(project: pytest.Pytester) -> None:
+    (project.path / "perfgate.yaml").write_text("thresholds:\n  step_time: {max_increase: 5}\n")
+    result = project.runpytest_subprocess("--perfgate")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*perfgate.yaml: thresholds.step_time.max_increase: 5 is not a threshold*"]
+    )
+
+
+def test_no_baseline_passes_and_says_how_to_record_one(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = project.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = project.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*= perfgate =*",
+            "benchmark*verdict*step time*",
+            "matmul*no-baseline*",
+            "*record them with `pytest --perfgate --perfgate-update`*",
+        ]
+    )
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    assert results["format"] == "perfgate.results"
+    [run] = results["runs"]
+    assert run["benchmark"] == "matmul"
+    assert run["verdict"] == "no-baseline"
+    assert len(run["samples"]["step_time_us"]) == 12
+    assert run["parameters"] == {"steps": 12, "warmup": 2, "profiler": "torch", "size": 192}
+    assert any(op["op_type"] == "aten::mm" for op in run["operators"])
+    markdown = summary.read_text()
+    assert "`matmul`: no-baseline" in markdown
+    assert markdown == (project.path / "perfgate-out" / "summary.md").read_text()
+
+
+def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = project.runpytest_subprocess("--perfgate", "--perfgate-update")
+    recorded.assert_outcomes(passed=2)
+    head = git.Repo(project.path).head.commit.hexsha
+    [baseline] = list((project.path / "baselines" / "matmul").glob(f"*/{head}.json"))
+    stored = json.loads(baseline.read_text())
+    assert stored["commit"] == head
+    assert len(stored["samples"]["step_time_us"]) == 12
+    _commit_all(project.path, "perfgate: baselines")
+
+    same = project.runpytest_subprocess("--perfgate")
+    same.assert_outcomes(passed=2)
+    same.stdout.fnmatch_lines([f"matmul*{head[:12]}*"])
+
+    monkeypatch.setenv("WORK", "4")
+    heavier = project.runpytest_subprocess("--perfgate")
+    assert heavier.ret == pytest.ExitCode.TESTS_FAILED, heavier.stdout.str()
+    heavier.assert_outcomes(passed=1, failed=1)
+    heavier.stdout.fnmatch_lines(
+        [
+            "*?REGRESSION? matmul*",
+            f"*! matmul: step_time regressed: * → * (+*%, limit +25%) vs baseline {head[:12]}*"
+            "explained by aten::mm ?cpu? +* ms/step (calls/step 8 → 32)*",
+        ]
+    )
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    assert results["runs"][0]["verdict"] == "regression"
+
+
+def test_update_refuses_a_dirty_tree(project: pytest.Pytester) -> None:
+    (project.path / "test_bench.py").write_text(BENCHMARK + "\n# edited\n")
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*the working tree has uncommitted changes*pass --perfgate-allow-dirty*"]
+    )
+    assert not (project.path / "baselines").exists()
+
+
+def test_marker_names_the_benchmark_and_tightens_its_threshold(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_marked="""
+        import pytest
+
+        @pytest.mark.perfgate(name="tiny-loop", thresholds={"step_time": {"max_increase": "1%"}})
+        def test_loop(perfgate):
+            perfgate.run(lambda: sum(range(1000)), steps=5, warmup=1)
+        """
+    )
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "test_marked.py"
+    )
+    result.assert_outcomes(passed=1)
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    [run] = results["runs"]
+    assert run["benchmark"] == "tiny-loop"
+    assert run["fingerprint"]["profiler"] == "none"
+    assert set(run["samples"]) == {"step", "step_time_us"}
+
+
+def test_a_bad_marker_argument_fails_with_the_allowed_ones(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.perfgate(nmae="x")
+        def test_loop(perfgate):
+            perfgate.run(lambda: None, steps=2, warmup=0)
+        """
+    )
+    result = project.runpytest_subprocess("--perfgate", "test_bad.py")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.perfgate has no argument 'nmae' (allowed: name, thresholds, steps, "
+            "warmup)*"
+        ]
+    )
+
+
+def test_parallel_workers_hand_their_results_to_one_report(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        test_more="""
+        def test_loop_a(perfgate):
+            perfgate.run(lambda: sum(range(2000)), steps=4, warmup=1)
+
+        def test_loop_b(perfgate):
+            perfgate.run(lambda: sum(range(3000)), steps=4, warmup=1)
+        """
+    )
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "-n", "2", "test_more.py"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*= perfgate =*", "loop_a*no-baseline*", "loop_b*no-baseline*"])
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    assert sorted(r["benchmark"] for r in results["runs"]) == ["loop_a", "loop_b"]
+    assert not list((project.path / "perfgate-out" / ".workers").glob("*.json"))
+
+
+def test_plugin_is_inert_and_light_without_the_flag(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_light="""
+        import sys
+
+        def test_nothing_heavy_imported():
+            assert "pandas" not in sys.modules
+            assert "perfgate.analysis.metrics" not in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert os.environ.get("PERFGATE_STEP_MARKS") is None
