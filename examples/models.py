@@ -3,8 +3,8 @@
 Nothing is downloaded. Each model has one realistic regression that an environment switch
 turns on, so you can watch the gate fail:
 
-    PERFGATE_EXAMPLE_REGRESSION=host_copy   the activations are copied to host memory
-                                            every step (a debug/logging leftover)
+    PERFGATE_EXAMPLE_REGRESSION=host_copy   about 8 MB of activations are copied to host
+                                            memory every step (a debug/logging leftover)
     PERFGATE_EXAMPLE_REGRESSION=slow_op     one layer runs in float64 (a dtype slip)
     PERFGATE_EXAMPLE_REGRESSION=idle_gap    the host sleeps 5 ms every step (a
                                             synchronous log write between steps)
@@ -21,6 +21,7 @@ from torch import nn
 
 REGRESSION = os.environ.get("PERFGATE_EXAMPLE_REGRESSION", "")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+HOST_COPY_BYTES = 8 * 2**20
 
 
 def _inject(step: Callable[[], torch.Tensor]) -> Callable[[], None]:
@@ -29,8 +30,8 @@ def _inject(step: Callable[[], torch.Tensor]) -> Callable[[], None]:
     def run() -> None:
         activations = step()
         if REGRESSION == "host_copy":
-            # A copy of the activations to host memory, every step.
-            for _ in range(8):
+            # Copies of the activations to host memory, about 8 MB every step.
+            for _ in range(max(1, HOST_COPY_BYTES // activations.nbytes)):
                 activations.detach().to("cpu", copy=True)
         elif REGRESSION == "idle_gap":
             time.sleep(0.005)
@@ -60,12 +61,12 @@ def cnn_train_step(batch: int = 16) -> Callable[[], None]:
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        features = model(images)
-        logits = head(features.to(dtype))
+        feature_map = model[:3](images)  # conv, batch norm, relu: 16×32×32×32
+        logits = head(model[3:](feature_map).to(dtype))
         loss = nn.functional.cross_entropy(logits, labels)
         loss.backward()
         optimizer.step()
-        return features
+        return feature_map
 
     return _inject(step)
 

@@ -120,10 +120,13 @@ class Benchmark:
                 step_fn()
                 sync()
 
+            clock = _PhaseClock()
             for _ in range(warmup):
                 step()
+            clock.lap("warmup")
             timings = self._time_steps(step, steps)
-            record = self._profiled_record(step, steps, profiler, timings)
+            clock.lap("timed_steps")
+            record = self._profiled_record(step, steps, profiler, timings, clock)
         except PerfgateError as exc:
             _fail(f"perfgate: {self.name}: {exc}")
         record["parameters"] = {
@@ -162,23 +165,28 @@ class Benchmark:
         return None if getattr(fixture, "disabled", True) else fixture
 
     def _profiled_record(
-        self, step: StepFn, steps: int, profiler: str, timings: list[float]
+        self, step: StepFn, steps: int, profiler: str, timings: list[float], clock: _PhaseClock
     ) -> dict[str, Any]:
         from perfgate.ingest import load_profile
 
         out = self.session.profile_dir(self.name)
         if profiler == "none":
-            return self._timing_record(timings, "none")
+            record = self._timing_record(timings, "none")
+            record["timings_s"] = clock.laps
+            return record
         if profiler == "torch_npu":
             from perfgate.profilers.torch_npu_profiler import record_ascend_profile
 
-            profile = load_profile(record_ascend_profile(step, out, steps=steps))
+            written = record_ascend_profile(step, out, steps=steps)
         else:
             from perfgate.profilers.torch_profiler import record_trace
 
-            trace = record_trace(step, out / "trace.json", steps=steps, warmup=1)
-            profile = load_profile(trace)
-        record = self._record_from_profile(profile)
+            written = record_trace(step, out / "trace.json", steps=steps, warmup=1)
+        clock.lap("profiled_steps")
+        record = self._record_from_profile(load_profile(written))
+        clock.lap("analysis")
+        # Where the time went: perfgate's own overhead is everything but the steps.
+        record["timings_s"] = clock.laps
         samples = record["samples"]
         # Gate the unprofiled step time; keep the profiled one for the breakdown.
         samples["profiled_step_time_us"] = samples["step_time_us"]
@@ -314,6 +322,7 @@ class Benchmark:
             session.results.append(result)
             self.result = result
             return result
+        gate_started = time.perf_counter()
         try:
             [comparison] = gate_against_store(
                 [record],
@@ -328,6 +337,8 @@ class Benchmark:
                 current={"commit": record.get("commit")},
                 notes=[f"no baseline lookup: {exc}"],
             )
+        if "timings_s" in record:
+            record["timings_s"]["gate"] = round(time.perf_counter() - gate_started, 4)
         result = BenchmarkResult(record=record, comparison=comparison)
         session.results.append(result)
         self.result = result
@@ -339,6 +350,19 @@ class Benchmark:
 
             pytest.fail(render_table([comparison]), pytrace=False)
         return result
+
+
+class _PhaseClock:
+    """Seconds spent in each phase of a benchmark, for the overhead report."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 4)
+        self._last = now
 
 
 def _fail(message: str) -> NoReturn:

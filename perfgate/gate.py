@@ -116,8 +116,8 @@ def gate_against_store(
         )
         if nearest.candidate.sha == head.sha and not head.dirty:
             comparison.notes.append(
-                "the baseline is HEAD's own (recorded from this very commit): this run "
-                "repeats it; changes show once the working tree or HEAD moves on"
+                "the baseline was recorded from this very commit with a clean tree: any "
+                "difference comes from the environment, the inputs or the machine, not the code"
             )
         comparisons.append(comparison)
     return comparisons
@@ -176,7 +176,15 @@ def record_baselines(
         body = {
             k: v
             for k, v in record.items()
-            if k not in ("format", "format_version", "verdict", "comparison", "baseline_path")
+            if k
+            not in (
+                "format",
+                "format_version",
+                "verdict",
+                "comparison",
+                "baseline_path",
+                "timings_s",
+            )
         }
         baseline = {
             "format": BASELINE_FORMAT,

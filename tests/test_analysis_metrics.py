@@ -225,3 +225,17 @@ def test_unknown_copy_visibility_reports_copy_ratio_as_unknown() -> None:
         "copy tasks are not recorded in this export (kernels only): copy_ratio is unknown"
         in analysis.notes
     )
+
+
+def test_warmup_work_is_excluded_without_being_called_outside_every_window() -> None:
+    tasks = tasks_frame(
+        [
+            (0, None, "A", "AI_CORE", "compute", 10, 100),  # in warm-up step 0
+            (0, None, "A", "AI_CORE", "compute", 1010, 50),  # in step 1
+        ]
+    )
+    steps = steps_frame([(0, 0, 0, 1000), (0, 1, 1000, 1100)])
+    steps["warmup"] = [True, False]
+    analysis = analyze(Profile("test", "mem", tasks, steps))
+    assert analysis.operators.iloc[0]["calls_per_step"] == 1
+    assert not any("outside every step window" in note for note in analysis.notes)

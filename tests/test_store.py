@@ -170,7 +170,7 @@ def test_a_feature_branch_starts_at_its_merge_base_then_walks_first_parents(
 def test_on_main_the_walk_starts_at_head_itself(hist: History) -> None:
     candidates = baseline_candidates(hist.path)
     assert shas(candidates, hist.sha) == [(label, i) for i, label in enumerate(MAIN_LINE)]
-    assert {c.how for c in candidates} == {"HEAD (on main)"}
+    assert {c.how for c in candidates} == {"first parents of HEAD on main"}
 
 
 def test_the_first_parent_walk_never_enters_a_merged_side_branch(hist: History) -> None:

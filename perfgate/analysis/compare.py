@@ -493,6 +493,10 @@ class Comparison:
         commit = self.baseline.get("commit")
         label = str(commit)[:12] if commit else str(self.baseline.get("path", "baseline"))
         how = self.baseline.get("how")
+        distance = self.baseline.get("distance")
+        if how and distance is not None:
+            back = "1 commit back" if distance == 1 else f"{distance} commits back"
+            return f"{label} ({how}, {back})"
         return f"{label} ({how})" if how else label
 
     def explaining_operators(self, metric: str, limit: int = 3) -> list[OperatorDelta]:

@@ -157,6 +157,7 @@ def _analysis_windows(
     * Steps without a wall span (e.g. ``step_trace_time.csv``) keep NaN windows; their
       tasks are those the source tagged with the step.
     """
+    all_steps = steps
     if "warmup" in steps.columns and steps["warmup"].any():
         excluded = int(steps["warmup"].sum())
         notes.append(f"{excluded} warm-up step(s) marked by the source are excluded")
@@ -185,7 +186,8 @@ def _analysis_windows(
             .agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
         )
         return tasks, spans[["rank", "step", "start_us", "end_us"]]
-    tasks = assign_steps(tasks, steps)
+    # Assign against every window, warm-up included, so warm-up work is not "outside".
+    tasks = assign_steps(tasks, all_steps)
     unassigned = int(tasks["step"].isna().sum())
     if unassigned:
         notes.append(f"{unassigned} task(s) outside every step window are not counted")

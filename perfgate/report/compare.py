@@ -114,8 +114,6 @@ def _baseline_line(c: Comparison) -> str:
     if c.verdict == NO_BASELINE:
         return "baseline: none found"
     parts = [f"baseline: {c.baseline_label()}"]
-    if info.get("distance") is not None:
-        parts.append(f"{info['distance']} commit(s) back")
     if info.get("commit") and info.get("path"):
         parts.append(str(info["path"]))
     return " · ".join(parts)

@@ -204,5 +204,5 @@ def _default_start(repo: Any, head: str, branch: str) -> tuple[str, str]:
         return head, f"HEAD (no merge-base with {ref}{where})"
     base = str(bases[0].hexsha)
     if base == head:
-        return head, f"HEAD (on {ref})"
+        return head, f"first parents of HEAD on {ref}"
     return base, f"merge-base of HEAD and {ref}"

@@ -1,0 +1,91 @@
+"""`perfgate.command` under msprof, end to end through pytest: the real runner calls the
+msprof stand-in in tests/bin exactly as it calls msprof, the real reader reads what it
+wrote, and the gate names the copy that regressed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TESTS = Path(__file__).parent
+WORKLOADS = TESTS / "data" / "msprof_workloads"
+
+BENCHMARK = f"""
+import sys
+
+def test_train(perfgate):
+    perfgate.command([sys.executable, {str(WORKLOADS / "train_steps.py")!r},
+                      "--steps", "12", "--warmup", "2"])
+"""
+
+
+@pytest.fixture
+def ascend_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A git checkout on a runner whose msprof / npu-smi are the stand-ins in tests/bin."""
+    devices = pytester.path / "dev"
+    devices.mkdir()
+    (devices / "davinci0").touch()
+    monkeypatch.setenv("PATH", f"{TESTS / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PERFGATE_DEV_ROOT", str(devices))
+    monkeypatch.setenv("PERFGATE_FAKE_MSPROF_WORKLOAD", str(WORKLOADS / "baseline.json"))
+    pytester.makepyfile(test_train=BENCHMARK)
+    # This test is about the copy ratio; NumPy step times on a shared runner wander.
+    (pytester.path / "perfgate.yaml").write_text("thresholds: {step_time: {max_increase: 50%}}\n")
+    (pytester.path / ".gitignore").write_text("perfgate-out/\n__pycache__/\ndev/\n")
+    repo = git.Repo.init(pytester.path, initial_branch="main")
+    with repo.config_writer() as cfg:
+        cfg.set_value("user", "name", "t")
+        cfg.set_value("user", "email", "t@example.invalid")
+    repo.index.add(["test_train.py", "perfgate.yaml", ".gitignore"])
+    repo.index.commit("benchmark")
+    return pytester
+
+
+def test_an_extra_host_copy_under_msprof_fails_on_copy_ratio_and_names_it(
+    ascend_runner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = ascend_runner.runpytest_subprocess("--perfgate", "--perfgate-update")
+    recorded.assert_outcomes(passed=1)
+    [baseline] = list((ascend_runner.path / "baselines" / "train").glob("*/*.json"))
+    stored = json.loads(baseline.read_text())
+    assert stored["fingerprint"]["profiler"] == "msprof"
+    assert stored["parameters"]["profiler"] == "msprof"
+    assert len(stored["samples"]["step_time_us"]) == 12  # warm-up steps are not samples
+    matmul = next(o for o in stored["operators"] if o["op_type"] == "MatMulV2")
+    assert (matmul["calls_per_step"], matmul["time_per_step_us"]) == (2.0, 1800.0)
+    repo = git.Repo(ascend_runner.path)
+    repo.git.add("-A")
+    repo.index.commit("perfgate: baselines")
+
+    monkeypatch.setenv("PERFGATE_FAKE_MSPROF_WORKLOAD", str(WORKLOADS / "regressed.json"))
+    result = ascend_runner.runpytest_subprocess("--perfgate")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*! train: copy_ratio regressed: *% → *% (+*pt, limit +2pt) vs baseline *"
+            "explained by MEMCPY_ASYNC ?MEMCPY_ASYNC? +0.480 ms/step (calls/step 1 → 2)*",
+        ]
+    )
+    results = json.loads((ascend_runner.path / "perfgate-out" / "results.json").read_text())
+    [run] = results["runs"]
+    assert run["verdict"] == "regression"
+    copy = next(m for m in run["comparison"]["metrics"] if m["name"] == "copy_ratio")
+    assert copy["status"] == "regression"
+    # 120 µs → 600 µs of copies in steps of about 7–9 ms: well past the 2pt limit.
+    assert copy["change"] > 0.02
+
+
+def test_without_msprof_on_path_the_benchmark_fails_saying_how_to_fix_it(
+    ascend_runner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin")
+    result = ascend_runner.runpytest_subprocess("--perfgate", "--perfgate-profiler=msprof")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*msprof not found on PATH*set_env.sh*"])
