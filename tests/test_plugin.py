@@ -42,7 +42,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\n")
     # CI machines are shared and noisy: a team sets the limits its runners can hold.
     (pytester.path / "perfgate.yaml").write_text(
-        "thresholds:\n  step_time: {max_increase: 25%}\n  utilization: {max_drop: 15pt}\n"
+        "thresholds:\n  step_time: {max_increase: 60%}\n  utilization: {max_drop: 15pt}\n"
     )
     repo = git.Repo.init(pytester.path, initial_branch="main")
     with repo.config_writer() as cfg:
