@@ -75,6 +75,24 @@ def _read_json_document(path: Path) -> Any | None:
         ) from None
 
 
+def load_results_file(path: Path) -> dict[str, Any]:
+    """A ``perfgate.results`` document, read and validated (see :func:`read_results`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfgateError(f"{path}: no such results file") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PerfgateError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(document, dict) or document.get("format") != RESULTS_FORMAT:
+        raise PerfgateError(f"{path}: not a {RESULTS_FORMAT} file (key 'format')")
+    read_results(path, document)
+    return document
+
+
 def read_results(path: Path, document: dict[str, Any]) -> list[dict[str, Any]]:
     """The run records of a results file, validated."""
     version = document.get("format_version")

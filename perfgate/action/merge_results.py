@@ -18,29 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.action import ActionError, run_main
-from perfgate.runs import RESULTS_FORMAT, RESULTS_FORMAT_VERSION
+from perfgate.errors import PerfgateError
+from perfgate.runs import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, load_results_file
 
 
 def read_results(path: Path) -> dict[str, Any]:
     """A results document, checked for the fields a merge relies on."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ActionError(f"{path}: no such results file") from None
-    except json.JSONDecodeError as exc:
-        raise ActionError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
-    if not isinstance(document, dict) or document.get("format") != RESULTS_FORMAT:
-        raise ActionError(f"{path}: not a {RESULTS_FORMAT} file")
-    version = document.get("format_version")
-    if not isinstance(version, int) or version > RESULTS_FORMAT_VERSION:
-        raise ActionError(
-            f"{path}: format_version {version!r} is not one this perfgate reads "
-            f"(1..{RESULTS_FORMAT_VERSION})"
-        )
-    runs = document.get("runs")
-    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
-        raise ActionError(f"{path}: key 'runs' is missing or not a list of objects")
-    return document
+        return load_results_file(path)
+    except PerfgateError as exc:
+        raise ActionError(str(exc)) from None
 
 
 def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:

@@ -172,20 +172,25 @@ def npu_smi_chips(output: str) -> list[str]:
     return names
 
 
+def _run_npu_smi_info(npu_smi: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``npu-smi info``, bounded in time (a wedged driver can hang it)."""
+    return subprocess.run(
+        [npu_smi, "info"],
+        capture_output=True,
+        text=True,
+        timeout=NPU_SMI_TIMEOUT_S,
+        env=dict(env),
+        check=False,
+    )
+
+
 def _npu_smi_info(env: Mapping[str, str]) -> str | None:
     """``npu-smi info`` output, or None when npu-smi is absent or fails."""
     npu_smi = shutil.which("npu-smi", path=env.get("PATH"))
     if npu_smi is None:
         return None
     try:
-        done = subprocess.run(
-            [npu_smi, "info"],
-            capture_output=True,
-            text=True,
-            timeout=NPU_SMI_TIMEOUT_S,
-            env=dict(env),
-            check=False,
-        )
+        done = _run_npu_smi_info(npu_smi, env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -290,14 +295,7 @@ def _check_npu_smi(env: Mapping[str, str]) -> None:
         "reboot after a firmware upgrade"
     )
     try:
-        done = subprocess.run(
-            [npu_smi, "info"],
-            capture_output=True,
-            text=True,
-            timeout=NPU_SMI_TIMEOUT_S,
-            env=dict(env),
-            check=False,
-        )
+        done = _run_npu_smi_info(npu_smi, env)
     except subprocess.TimeoutExpired:
         raise PerfgateError(
             f"`npu-smi info` did not answer within {NPU_SMI_TIMEOUT_S:g} s: {fix}"
