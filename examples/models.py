@@ -3,7 +3,7 @@
 Nothing is downloaded. Each model has one realistic regression that an environment switch
 turns on, so you can watch the gate fail:
 
-    PERFGATE_EXAMPLE_REGRESSION=host_copy   about 8 MB of activations are copied to host
+    PERFGATE_EXAMPLE_REGRESSION=host_copy   about 32 MB of activations are copied to host
                                             memory every step (a debug/logging leftover)
     PERFGATE_EXAMPLE_REGRESSION=slow_op     one layer runs in float64 (a dtype slip)
     PERFGATE_EXAMPLE_REGRESSION=idle_gap    the host sleeps 5 ms every step (a
@@ -21,7 +21,7 @@ from torch import nn
 
 REGRESSION = os.environ.get("PERFGATE_EXAMPLE_REGRESSION", "")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-HOST_COPY_BYTES = 8 * 2**20
+HOST_COPY_BYTES = 32 * 2**20
 
 
 def _inject(step: Callable[[], torch.Tensor]) -> Callable[[], None]:
@@ -30,7 +30,7 @@ def _inject(step: Callable[[], torch.Tensor]) -> Callable[[], None]:
     def run() -> None:
         activations = step()
         if REGRESSION == "host_copy":
-            # Copies of the activations to host memory, about 8 MB every step.
+            # Copies of the activations to host memory, about 32 MB every step.
             for _ in range(max(1, HOST_COPY_BYTES // activations.nbytes)):
                 activations.detach().to("cpu", copy=True)
         elif REGRESSION == "idle_gap":

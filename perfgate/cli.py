@@ -195,6 +195,28 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--repo", metavar="DIR", default=".")
     prune.set_defaults(handler=_cmd_baseline_prune)
 
+    report = commands.add_parser(
+        "report",
+        help="render a results file (what pytest --perfgate wrote) as a table or Markdown",
+        description="Render the comparisons in a perfgate results file again, e.g. for a job "
+        "summary or a PR comment. Exit status as for compare: 0 pass, 1 regression.",
+    )
+    report.add_argument("results", metavar="RESULTS", help="a perfgate.results JSON file")
+    report.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format. Default: table"
+    )
+    report.add_argument(
+        "--top",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="operators to list per benchmark. Default: 5",
+    )
+    report.add_argument(
+        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+    )
+    report.set_defaults(handler=_cmd_report)
+
     hist = commands.add_parser(
         "history", help="a benchmark's baselines along the first-parent history of HEAD"
     )
@@ -279,6 +301,36 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if verdict == REGRESSION or (args.strict and verdict != "pass" and verdict != "improvement"):
         return EXIT_REGRESSION
     return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from perfgate.analysis.compare import REGRESSION, comparison_from_dict
+    from perfgate.report.compare import (
+        compare_document,
+        overall_verdict,
+        render_markdown,
+        render_table,
+    )
+    from perfgate.runs import load_results_file
+
+    document = load_results_file(Path(args.results))
+    comparisons = [
+        comparison_from_dict(run["comparison"])
+        for run in document["runs"]
+        if isinstance(run.get("comparison"), dict)
+    ]
+    if not comparisons:
+        raise PerfgateError(
+            f"{args.results}: holds no comparisons (a --perfgate-update run records baselines only)"
+        )
+    if args.format == "json":
+        text = json.dumps(compare_document(comparisons, top_operators=args.top), indent=2) + "\n"
+    elif args.format == "md":
+        text = render_markdown(comparisons, top=args.top)
+    else:
+        text = render_table(comparisons, top=args.top)
+    _write(text, args.output)
+    return EXIT_REGRESSION if overall_verdict(comparisons) == REGRESSION else EXIT_OK
 
 
 def _cmd_baseline_update(args: argparse.Namespace) -> int:

@@ -309,3 +309,35 @@ def test_python_dash_m_perfgate_runs_the_cli() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["metrics"]["step_time_us"]["n"] == 1
+
+
+def test_report_renders_a_results_file_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfgate.config import default_settings
+    from perfgate.gate import compare_records
+    from perfgate.runs import load_side
+
+    slowed = slow_down(LEVEL1, tmp_path / "slowed_ascend_pt", "MatMulV2", 2000.0)
+    [baseline] = load_side(LEVEL1, benchmark="resnet").records
+    [current] = load_side(slowed, benchmark="resnet").records
+    comparison = compare_records(baseline, current, default_settings())
+    results = tmp_path / "results.json"
+    results.write_text(
+        json.dumps(
+            {
+                "format": "perfgate.results",
+                "format_version": 1,
+                "commit": None,
+                "runs": [
+                    {**current, "verdict": comparison.verdict, "comparison": comparison.as_dict()}
+                ],
+            }
+        )
+    )
+    assert main(["report", str(results), "--format", "md"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("### perfgate: ❌ regression")
+    assert "resnet: step_time regressed: 154.484 ms → 170.484 ms (+10.4%, limit +5%)" in out
+    assert main(["report", str(tmp_path / "missing.json")]) == 2
+    assert "no such results file" in capsys.readouterr().err
