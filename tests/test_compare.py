@@ -289,3 +289,36 @@ def test_a_noisy_baseline_does_not_hide_a_change_far_outside_its_spread() -> Non
     j = judge(steps(100, noise=0.3, seed=1), steps(400, noise=0.02, seed=2))
     assert j.status == REGRESSION
     assert any("but the change is beyond 4× its spread" in r for r in j.reasons)
+
+
+def test_an_idle_gap_is_explained_by_free_time_not_by_noise_operators() -> None:
+    def record(free_ms: float, seed: int) -> dict[str, object]:
+        step = steps(10 + free_ms, seed=seed)
+        return {
+            "benchmark": "b",
+            "samples": {
+                "step_time_us": step,
+                "computing_us": [10e3] * 20,
+                "comm_not_overlapped_us": [0.0] * 20,
+                "free_us": [s - 10e3 for s in step],
+                "preparing_us": [0.0] * 20,
+            },
+            "operators": [
+                {
+                    "op_type": "aten::linear",
+                    "core": "cpu",
+                    "category": "compute",
+                    "calls_per_step": 1,
+                    "time_per_step_us": 9000.0 + seed,
+                    "share": 0.9,
+                },
+            ],
+        }
+
+    result = compare_runs(
+        record(0.5, 1), record(5.5, 2), metrics=[STEP], operators=SETTINGS.operators, stats=STATS
+    )
+    [line] = result.summary_lines()
+    assert "; per step: free (device idle) +4.9" in line
+    assert "explained by" not in line  # aten::linear's +0.001 ms is noise, not a cause
+    assert result.breakdown_delta_us["computing_us"] == 0.0

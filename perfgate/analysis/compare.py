@@ -460,6 +460,16 @@ def fingerprint_differences(
 
 # Which operators explain a metric: copy ratio is explained by copy tasks, and so on.
 _EXPLAINING_CATEGORY = {"copy_ratio": "copy", "comm_ratio": "comm"}
+# An operator (or breakdown part) that grew by less than this share of the largest growth is
+# noise next to it, not an explanation.
+_EXPLAIN_MIN_FRACTION = 0.1
+_EXPLAIN_MIN_SHARE = 0.05
+_BREAKDOWN_WORDS = {
+    "computing_us": "computing",
+    "comm_not_overlapped_us": "communication (not overlapped)",
+    "free_us": "free (device idle)",
+    "preparing_us": "preparing",
+}
 
 
 @dataclass
@@ -474,6 +484,8 @@ class Comparison:
     operators: list[OperatorDelta] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Median change of each breakdown column (µs per step, profiled steps).
+    breakdown_delta_us: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self, top_operators: int | None = None) -> dict[str, Any]:
         operators = self.operators if top_operators is None else self.operators[:top_operators]
@@ -486,6 +498,7 @@ class Comparison:
             "operators": [o.as_dict() for o in operators],
             "warnings": self.warnings,
             "notes": self.notes,
+            "breakdown_delta_us": self.breakdown_delta_us,
             "summary": self.summary_lines(),
         }
 
@@ -500,13 +513,40 @@ class Comparison:
         return f"{label} ({how})" if how else label
 
     def explaining_operators(self, metric: str, limit: int = 3) -> list[OperatorDelta]:
+        """The operators that grew most (for copy / comm ratio: copy / comm tasks only),
+        leaving out those too small to matter next to the largest one."""
         category = _EXPLAINING_CATEGORY.get(metric)
         worse = [
             o
             for o in self.operators
             if o.delta_us > 0 and (category is None or o.category == category)
         ]
-        return worse[:limit]
+        if category is None:
+            # For step time and utilization an operator explains only a real part of the
+            # step's growth; a host-side gap is then told by the breakdown instead.
+            worse = [
+                o
+                for o in worse
+                if o.share_of_step_delta is None or o.share_of_step_delta >= _EXPLAIN_MIN_SHARE
+            ]
+        if not worse:
+            return []
+        largest = max(o.delta_us for o in worse)
+        return [o for o in worse if o.delta_us >= _EXPLAIN_MIN_FRACTION * largest][:limit]
+
+    def breakdown_explanation(self) -> str | None:
+        """Where the step's time went, when the operators do not say: e.g. "free (idle)
+        +5.10 ms/step" for a host-bound gap no device operator shows."""
+        moved = sorted(
+            ((abs(delta), name, delta) for name, delta in self.breakdown_delta_us.items()),
+            reverse=True,
+        )
+        parts = [
+            f"{_BREAKDOWN_WORDS[name]} {delta / 1e3:+.2f} ms/step"
+            for size, name, delta in moved[:2]
+            if size >= _EXPLAIN_MIN_FRACTION * moved[0][0] and size > 0
+        ]
+        return ", ".join(parts) if parts else None
 
     def summary_lines(self) -> list[str]:
         """One self-explanatory line per regressed or unstable metric; improvements are
@@ -538,6 +578,9 @@ class Comparison:
                 culprits = self.explaining_operators(m.metric)
                 if culprits:
                     line += "; explained by " + ", ".join(describe_operator(o) for o in culprits)
+                where = self.breakdown_explanation()
+                if where and m.metric in ("step_time_us", "utilization", "free_ratio"):
+                    line += f"; per step: {where}"
             lines.append(line)
         lines.extend(
             f"{self.benchmark}: operator {o.op_type} [{o.core}] regressed: "
@@ -631,6 +674,13 @@ def compare_runs(
         else "step_time_us"
     )
     step_delta = _median(cur_samples.get(step_key, [])) - _median(base_samples.get(step_key, []))
+    comparison.breakdown_delta_us = {
+        name: round(delta, 3)
+        for name in _BREAKDOWN_WORDS
+        if not math.isnan(
+            delta := _median(cur_samples.get(name, [])) - _median(base_samples.get(name, []))
+        )
+    }
     comparison.operators = operator_deltas(
         baseline.get("operators", []),
         current.get("operators", []),
@@ -725,4 +775,5 @@ def comparison_from_dict(data: dict[str, Any]) -> Comparison:
         operators=operators,
         warnings=list(data.get("warnings", [])),
         notes=list(data.get("notes", [])),
+        breakdown_delta_us=dict(data.get("breakdown_delta_us", {})),
     )
