@@ -341,3 +341,51 @@ def test_report_renders_a_results_file_again(
     assert "resnet: step_time regressed: 154.484 ms → 170.484 ms (+10.4%, limit +5%)" in out
     assert main(["report", str(tmp_path / "missing.json")]) == 2
     assert "no such results file" in capsys.readouterr().err
+
+
+def test_baseline_show_history_and_prune_follow_the_main_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _git_repo(tmp_path)
+    shas = []
+    for i in range(3):
+        (tmp_path / "model.py").write_text(f"v{i}\n")
+        repo.index.add(["model.py"])
+        shas.append(repo.index.commit(f"model v{i}").hexsha)
+        assert (
+            main(
+                [
+                    "baseline",
+                    "update",
+                    "--from",
+                    str(LEVEL1),
+                    "--benchmark",
+                    "resnet",
+                    "--env",
+                    "ascend910b-x1",
+                    "--repo",
+                    str(tmp_path),
+                ]
+            )
+            == 0
+        )
+        repo.git.add("-A")
+        repo.index.commit(f"perfgate: baselines for v{i}")
+    capsys.readouterr()
+
+    assert main(["baseline", "show", "resnet", "--repo", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert f"commit:   {shas[2]} (main)" in shown
+    assert "step_time_us  154.484 ms" in shown
+
+    assert main(["history", "resnet", "--repo", str(tmp_path)]) == 0
+    history = capsys.readouterr().out
+    assert "resnet on ascend910b-x1: 3 baseline(s)" in history
+    assert [line.split()[0] for line in history.splitlines()[3:]] == [s[:12] for s in shas[::-1]]
+
+    assert main(["baseline", "prune", "--keep", "1", "--dry-run", "--repo", str(tmp_path)]) == 0
+    assert "would remove 2 baseline(s)" in capsys.readouterr().out
+    assert main(["baseline", "prune", "--keep", "1", "--repo", str(tmp_path)]) == 0
+    capsys.readouterr()
+    left = sorted(p.stem for p in (tmp_path / "baselines" / "resnet").glob("*/*.json"))
+    assert left == [shas[2]]
