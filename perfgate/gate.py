@@ -123,6 +123,19 @@ def gate_against_store(
     return comparisons
 
 
+def measured(record: dict[str, Any]) -> dict[str, float | int | None]:
+    """Median of each metric of a run, and its step count: what a run shows on its own."""
+    import numpy as np
+
+    samples = record.get("samples", {})
+    out: dict[str, float | int | None] = {}
+    for name in ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio"):
+        values = [v for v in samples.get(name, []) if v is not None]
+        out[name] = float(np.median(values)) if values else None
+    out["steps"] = len(samples.get("step_time_us", []))
+    return out
+
+
 def _no_baseline(
     current: dict[str, Any],
     root: Path,
@@ -135,7 +148,7 @@ def _no_baseline(
         benchmark=name,
         verdict=NO_BASELINE,
         baseline={"commit": None, "how": candidates[0].how if candidates else None},
-        current=current_info,
+        current={**current_info, "measured": measured(current)},
     )
     where = f"{root}/{name}/{env}/"
     comparison.notes.append(

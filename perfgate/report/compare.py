@@ -109,10 +109,29 @@ _OPERATOR_HEADERS = [
 ]
 
 
+def _measured_line(c: Comparison) -> str | None:
+    """For a run without a baseline: what it measured, so the report is never empty."""
+    values = c.current.get("measured")
+    if not isinstance(values, dict):
+        return None
+    parts = [
+        f"{label} {format_value(metric, values.get(metric))}"
+        for metric, label in (
+            ("step_time_us", "step time"),
+            ("utilization", "utilization"),
+            ("copy_ratio", "copy ratio"),
+            ("comm_ratio", "comm ratio"),
+            ("free_ratio", "free"),
+        )
+    ]
+    return f"measured (median of {values.get('steps', 0)} steps): " + " · ".join(parts)
+
+
 def _baseline_line(c: Comparison) -> str:
     info = c.baseline
     if c.verdict == NO_BASELINE:
-        return "baseline: none found"
+        measured = _measured_line(c)
+        return "baseline: none found" + (f"\n{measured}" if measured else "")
     parts = [f"baseline: {c.baseline_label()}"]
     if info.get("commit") and info.get("path"):
         parts.append(str(info["path"]))
@@ -185,7 +204,7 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
     for c in comparisons:
         out.append(f"#### {_ICON.get(c.verdict, '')} `{c.benchmark}`: {c.verdict}")
         out.append("")
-        out.append(_baseline_line(c))
+        out.append(_baseline_line(c).replace("\n", "  \n"))
         out.append("")
         if c.metrics:
             out.append(
