@@ -11,13 +11,17 @@ for i in range(warmup + steps):
 When the environment variable :data:`STEP_MARKS_ENV` names a file (perfgate's msprof runner
 sets it), each finished step appends one JSON line to that file::
 
-    {"step": 3, "start_us": 1780676244313289.1, "end_us": 1780676244321002.7,
-     "warmup": false, "pid": 4242, "rank": 0}
+    {"step":3,"start_us":1780676244313289.123,"end_us":1780676244321002.705,
+     "warmup":false,"pid":4242,"rank":0}
 
 Times are epoch microseconds from :func:`time.time_ns`, the clock msprof stamps its tasks
-with, so a step's window can be laid over the device tasks of the same run. The line is
-written with one ``write`` on an ``O_APPEND`` descriptor: a process killed mid-run keeps every
-finished step, and several ranks can share one file.
+with, so a step's window can be laid over the device tasks of the same run. They are written
+with exactly three decimals (the integer ns, never a float64, which would keep only 0.25 µs)
+and :func:`read_step_marks` reads the numbers as decimals, converting them as the readers
+convert msprof's time stamps (:class:`~perfgate.model.TimeBase`); marks written as floats by
+older versions read the same way. The line is written with one ``write`` on an ``O_APPEND``
+descriptor: a process killed mid-run keeps every finished step, and several ranks can share
+one file.
 
 Under ``torch_npu`` each step is also an mstx range (``step N``), so msprof and torch_npu
 timelines show the steps, and the device (NPU, or CUDA when the workload initialised it) is
@@ -35,6 +39,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +47,8 @@ from perfgate.errors import ProfileError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from perfgate.model import TimeBase
 
 STEP_MARKS_ENV = "PERFGATE_STEP_MARKS"
 MARK_COLUMNS = ("rank", "step", "start_us", "end_us", "warmup")
@@ -70,21 +77,26 @@ def step(index: int, *, warmup: bool = False) -> Iterator[None]:
     finally:
         if range_id is not None and mstx is not None:
             mstx.range_end(range_id)
-    _append(
-        path,
-        {
-            "step": int(index),
-            "start_us": start_ns / 1000.0,
-            "end_us": end_ns / 1000.0,
-            "warmup": bool(warmup),
-            "pid": os.getpid(),
-            "rank": _rank(),
-        },
+    _append(path, _mark_line(index, start_ns, end_ns, warmup=warmup))
+
+
+def _mark_line(index: int, start_ns: int, end_ns: int, *, warmup: bool) -> str:
+    """One step mark as a JSON line, its times exact epoch µs (three decimals from the ns)."""
+    rest = json.dumps(
+        {"warmup": bool(warmup), "pid": os.getpid(), "rank": _rank()}, separators=(",", ":")
     )
+    times = f'"start_us":{_us_text(start_ns)},"end_us":{_us_text(end_ns)}'
+    return f'{{"step":{int(index)},{times},{rest[1:]}\n'
 
 
-def _append(path: str, record: dict[str, Any]) -> None:
-    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+def _us_text(ns: int) -> str:
+    """Integer ns as a decimal of µs: ``1780676244313289123`` → ``1780676244313289.123``."""
+    whole, rest = divmod(int(ns), 1000)
+    return f"{whole}.{rest:03d}"
+
+
+def _append(path: str, line_text: str) -> None:
+    line = line_text.encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)
@@ -144,19 +156,24 @@ def _mstx() -> Any:
 # --------------------------------------------------------------------------- reading
 
 
-def read_step_marks(path: Path) -> pd.DataFrame:
+def read_step_marks(path: Path, *, clock: TimeBase | None = None) -> pd.DataFrame:
     """The step windows a run marked, as canonical step rows.
 
     Returns one row per marked step with columns ``rank`` (int64), ``step`` (Int64),
-    ``start_us``, ``end_us`` (float64), ``warmup`` (bool), ``pid`` (Int64), sorted by rank
-    and step. ``frame.attrs["notes"]`` lists what the user should know (an incomplete last
-    line, left by a process killed mid-write, is ignored and noted).
+    ``start_us``, ``end_us`` (float64, µs since ``clock``'s origin: pass the time base of the
+    profile the marks go with; by default the marks get their own, epoch µs becoming µs since
+    :data:`~perfgate.model.EPOCH_ORIGIN_US`), ``warmup`` (bool), ``pid`` (Int64), sorted by
+    rank and step. ``frame.attrs["time_origin_us"]`` is the origin, ``frame.attrs["notes"]``
+    lists what the user should know (an incomplete last line, left by a process killed
+    mid-write, is ignored and noted).
 
     Raises:
         ProfileError: the file cannot be read, a complete line is not a step mark (the
             message names the file and line), or a step appears twice for one rank.
     """
     import pandas as pd
+
+    from perfgate.model import TimeBase
 
     path = Path(path)
     try:
@@ -191,6 +208,11 @@ def read_step_marks(path: Path) -> pd.DataFrame:
             f"step {first['step']} of rank {first['rank']} is marked twice (lines {where})",
             expected="each step index used once per rank, warm-up steps included",
         )
+    clock = clock if clock is not None else TimeBase()
+    # Exact decimal text → µs since the origin (one conversion for both columns: one origin).
+    times = clock.from_text(pd.concat([frame["start_us"], frame["end_us"]], ignore_index=True))
+    frame["start_us"] = times.iloc[: len(frame)].to_numpy()
+    frame["end_us"] = times.iloc[len(frame) :].to_numpy()
     frame = frame.drop(columns="line").astype(
         {
             "rank": "int64",
@@ -203,6 +225,7 @@ def read_step_marks(path: Path) -> pd.DataFrame:
     )
     frame = frame.sort_values(["rank", "step"]).reset_index(drop=True)
     frame.attrs["notes"] = notes
+    frame.attrs["time_origin_us"] = clock.origin_us
     return frame
 
 
@@ -210,7 +233,8 @@ def _parse_mark(path: Path, number: int, line: str) -> dict[str, Any]:
     where = f"{path}:{number}"
     expected = 'a JSON object {"step": int, "start_us": µs, "end_us": µs, "warmup": bool}'
     try:
-        record = json.loads(line)
+        # Numbers with a fraction as Decimal: the times' text is exact, a float64 is not.
+        record = json.loads(line, parse_float=Decimal)
     except json.JSONDecodeError as exc:
         raise ProfileError(where, f"not JSON ({exc.msg})", expected=expected) from exc
     if not isinstance(record, dict):
@@ -218,12 +242,12 @@ def _parse_mark(path: Path, number: int, line: str) -> dict[str, Any]:
     step_no = record.get("step")
     if not _is_int(step_no):
         raise ProfileError(where, f"step is {step_no!r}", expected="an integer step index")
-    times = {}
+    times: dict[str, Decimal] = {}
     for key in ("start_us", "end_us"):
         value = record.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not isinstance(value, (int, Decimal)) or isinstance(value, bool):
             raise ProfileError(where, f"{key} is {value!r}", expected="epoch microseconds")
-        times[key] = float(value)
+        times[key] = Decimal(value)
     if times["end_us"] < times["start_us"]:
         raise ProfileError(where, "end_us is before start_us", expected="end_us >= start_us")
     warmup = record.get("warmup", False)
@@ -236,7 +260,7 @@ def _parse_mark(path: Path, number: int, line: str) -> dict[str, Any]:
     return {
         "rank": rank,
         "step": step_no,
-        **times,
+        **{key: format(value, "f") for key, value in times.items()},  # exact text
         "warmup": warmup,
         "pid": pid if _is_int(pid) else None,
         "line": number,

@@ -1,8 +1,24 @@
 """Canonical tables, their columns and units, and the :class:`Profile` every reader returns.
 
 Every reader (torch_npu, msprof, Kineto, the SQLite exports) produces the same two tables, so
-everything downstream is written once. All times are microseconds (µs) as float64; absolute
-timestamps are the source's own clock (epoch µs for Ascend, the trace clock for Kineto).
+everything downstream is written once. All times are microseconds (µs) as float64.
+
+Time base. Ascend profilers stamp tasks with epoch µs (``1736408883704643.212``, about 1.7e15):
+a float64 holds such a value only to 0.25 µs, while users compare perfgate's numbers with
+msprof-analyze's to three decimals. So ``start_us``/``end_us`` of a source whose clock is
+epoch µs (values ≥ :data:`EPOCH_SIZED_US`, 1e15) are stored relative to
+:data:`EPOCH_ORIGIN_US` (1 700 000 000 000 000 µs, 2023-11-14T22:13:20Z): the readers convert
+the source's exact text (decimal strings) or integers (ns) with :func:`us_from_text` /
+:func:`us_from_ns`, subtracting the origin in integer arithmetic, so each stored time is the
+float64 nearest to the true one. float64 spacing there is 2**-7 µs (0.0078) for stamps up to
+2026-02-06 (2**46 µs after the origin) and 2**-6 µs (0.016) up to 2028-04-30, against 0.25 µs
+for absolute epoch µs, so a difference of two stamps (a step window) is exact to about that
+spacing. Durations the source writes (``Duration(us)``, ``endNs - startNs``) do not go through
+the origin and keep all their digits. Sources whose time stamps are small (a Kineto trace
+clock, synthetic tests) keep their values (origin 0).
+``Profile.metadata["time_origin_us"]`` is the origin of the profile's tables (an int: the
+absolute time of a row is ``start_us + time_origin_us``); one profile uses one origin for all
+its tables (:class:`TimeBase`).
 
 ``tasks`` — one row per device task (per top-level CPU op for CPU-only runs):
 
@@ -18,7 +34,7 @@ op_type       object   operator type (``OP Type``/``Type``); the name when the s
 core          object   accelerator core / task type (``AI_CORE``, ``MIX_AIC``,
                        ``SDMA_SQE``, ``kernel``, ``gpu_memcpy``, ``cpu``, …)
 category      object   one of :class:`Category`
-start_us      float64  task start
+start_us      float64  task start (relative to ``metadata["time_origin_us"]``)
 dur_us        float64  task duration
 ============  =======  ===========================================================
 
@@ -26,7 +42,8 @@ Optional task columns: ``input_shapes`` (object), ``direction`` (object: ``h2d``
 ``d2d`` for copies when the source says), ``stream`` (object).
 
 ``steps`` — one row per (rank, step): ``rank`` (int64), ``step`` (Int64), ``start_us``,
-``end_us`` (float64, NaN when the source gives no window, e.g. ``step_trace_time.csv`` alone).
+``end_us`` (float64, relative to ``metadata["time_origin_us"]``; NaN when the source gives no
+window, e.g. ``step_trace_time.csv`` alone).
 Optional: the breakdown the source computed itself, ``computing_us``,
 ``comm_not_overlapped_us``, ``free_us``, ``preparing_us`` (float64), and ``warmup`` (bool:
 the source marks the step as warm-up; such steps are excluded from metrics).
@@ -39,6 +56,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
@@ -83,6 +102,221 @@ NO_STEP_MARKS_NOTE = "no step marks: analysed as one window"
 # Values of Profile.metadata["task_basis"].
 DEVICE_TASKS = "device"
 CPU_OPS = "cpu"
+
+
+# --------------------------------------------------------------------------- time base
+
+EPOCH_ORIGIN_US = 1_700_000_000_000_000
+"""2023-11-14T22:13:20Z in epoch µs: the origin of epoch-clock profiles (module docstring)."""
+EPOCH_SIZED_US = 10**15
+"""Timestamps from this many µs up are epoch µs (1e15 µs is 2001-09-09): they get the origin."""
+NS_PER_US = 1000
+
+# A plain decimal has at most this many integer digits (they always fit an int64) and this many
+# fraction digits are used (more are below any float64 resolution of a time).
+_MAX_WHOLE_DIGITS = 18
+_MAX_FRACTION_DIGITS = 15
+_ZERO, _NINE, _DOT, _MINUS, _PLUS = (ord(c) for c in "09.-+")
+
+
+def time_origin_for(values_us: npt.ArrayLike) -> int:
+    """:data:`EPOCH_ORIGIN_US` when a finite value is epoch-sized (≥ :data:`EPOCH_SIZED_US`), else
+    0. ``values_us`` may be approximate (float64 parses of the text are good enough)."""
+    values = np.asarray(values_us, dtype=np.float64).ravel()
+    values = values[np.isfinite(values)]
+    if values.size and float(np.abs(values).max()) >= EPOCH_SIZED_US:
+        return EPOCH_ORIGIN_US
+    return 0
+
+
+def us_from_text(cells: pd.Series, origin_us: int) -> pd.Series:
+    """Decimal strings of µs → float64 µs since ``origin_us``, rounded once.
+
+    A plain decimal (``"1736408883704643.212\\t"``: optional sign, digits, optional fraction,
+    white space around; msprof writes a TAB after its time stamps) is split: the integer part
+    minus the origin in int64, then the fraction added, so the result is the float64 nearest to
+    the exact difference. Missing cells (NaN/None) give NaN. Anything else that parses as a
+    number (``1e3``, ``.5``) is converted through a float64, then shifted; text that is no number
+    gives NaN: checking the cells is the caller's job.
+    """
+    return _ParsedText(cells).relative(origin_us)
+
+
+class _ParsedText:
+    """Decimal strings parsed once: exact parts of the plain decimals, float64 of the rest."""
+
+    def __init__(self, cells: pd.Series) -> None:
+        cells = pd.Series(cells, copy=False)
+        self.index = cells.index
+        self.present = cells.notna().to_numpy()
+        text = cells[self.present].astype(str).str.strip()
+        self.plain, self.sign, self.whole, self.numerator, self.denominator = _plain_decimals(
+            text.to_numpy(dtype=object)
+        )
+        self.other = np.full(len(text), np.nan, dtype=np.float64)
+        if not self.plain.all():
+            other = pd.to_numeric(text[~self.plain], errors="coerce")
+            self.other[~self.plain] = other.to_numpy(np.float64)
+
+    def approx(self) -> npt.NDArray[np.float64]:
+        """The values as float64 (to tell their size), NaN where missing or no number."""
+        return self.relative_values(0)
+
+    def relative_values(self, origin_us: int) -> npt.NDArray[np.float64]:
+        values = self.other - origin_us
+        plain = self.plain
+        if plain.any():
+            sign = self.sign[plain]
+            values[plain] = _whole_plus_fraction(
+                sign * self.whole[plain] - np.int64(origin_us),
+                sign * self.numerator[plain],
+                self.denominator[plain],
+            )
+        return values
+
+    def relative(self, origin_us: int) -> pd.Series:
+        out = np.full(len(self.present), np.nan, dtype=np.float64)
+        out[self.present] = self.relative_values(origin_us)
+        return pd.Series(out, index=self.index)
+
+
+_Int64s = npt.NDArray[np.int64]
+
+
+def _plain_decimals(
+    text: npt.NDArray[Any],
+) -> tuple[npt.NDArray[np.bool_], _Int64s, _Int64s, _Int64s, _Int64s]:
+    """Parse stripped strings ``[+-]digits[.digits]`` column-wise on their ASCII bytes.
+
+    Returns (which are plain decimals, sign ±1, integer part, fraction numerator, fraction
+    denominator: a power of ten), all int64 but the first.
+    """
+    n = len(text)
+    try:
+        raw = np.asarray(text, dtype=np.bytes_)
+    except UnicodeEncodeError:  # a non-ASCII string is no plain decimal: parse the others
+        raw = np.asarray([t if t.isascii() else "" for t in text], dtype=np.bytes_)
+    width = raw.dtype.itemsize
+    if n == 0 or width == 0:
+        no = np.zeros(n, dtype=bool)
+        zero = np.zeros(n, np.int64)
+        return no, np.ones(n, np.int64), zero, zero, np.ones(n, np.int64)
+    chars = raw.view(np.uint8).reshape(n, width)
+    length = np.count_nonzero(chars, axis=1)  # bytes_ pads with NUL at the end
+    column = np.arange(width)
+    signed = (chars[:, 0] == _MINUS) | (chars[:, 0] == _PLUS)
+    sign = np.where(chars[:, 0] == _MINUS, -1, 1).astype(np.int64)
+    dots = chars == _DOT
+    dot_at = np.where(dots.any(axis=1), dots.argmax(axis=1), length)
+    digit = (chars >= _ZERO) & (chars <= _NINE)
+    first = signed.astype(np.int64)[:, None]
+    in_whole = (column >= first) & (column < dot_at[:, None])
+    in_fraction = (column > dot_at[:, None]) & (column < length[:, None])
+    whole_digits = dot_at - signed
+    plain = (
+        (np.count_nonzero(dots, axis=1) <= 1)
+        & ((digit | ~(in_whole | in_fraction)).all(axis=1))
+        & (whole_digits >= 1)
+        & (whole_digits <= _MAX_WHOLE_DIGITS)
+    )
+    whole = np.zeros(n, dtype=np.int64)
+    fraction_digits = np.zeros(n, dtype=np.int64)
+    fraction_value = np.zeros(n, dtype=np.int64)
+    for j in range(width):  # one byte column at a time: n × width int64 would be large
+        value = chars[:, j].astype(np.int64) - _ZERO
+        take = in_whole[:, j] & plain
+        whole = np.where(take, whole * 10 + value, whole)
+        take = in_fraction[:, j] & plain & (fraction_digits < _MAX_FRACTION_DIGITS)
+        fraction_value = np.where(take, fraction_value * 10 + value, fraction_value)
+        fraction_digits += take
+    denominator: _Int64s = np.power(np.int64(10), fraction_digits)
+    return plain, sign, whole, fraction_value, denominator
+
+
+def _whole_plus_fraction(
+    whole: npt.NDArray[np.int64],
+    numerator: npt.NDArray[np.int64],
+    denominator: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """``whole + numerator / denominator`` as float64, rounded once.
+
+    ``|numerator| < denominator ≤ 10**15``. When ``whole * denominator + numerator`` fits in
+    2**53 it is formed in int64 and divided once (IEEE division rounds correctly). Otherwise
+    (epoch-sized values) the parts are given the same sign (``-2 + 0.999`` → ``-1 - 0.001``) and
+    added: the sum never cancels, and the fraction's own rounding error (≤ 2**-54) is far below
+    the spacing of such results.
+    """
+    up = (whole < 0) & (numerator > 0)
+    down = (whole > 0) & (numerator < 0)
+    whole = whole + up - down
+    numerator = numerator - denominator * up + denominator * down
+    result: npt.NDArray[np.float64] = whole.astype(np.float64) + numerator / denominator
+    small = np.abs(whole) < (2**53) // denominator
+    if small.any():
+        total = whole[small] * denominator[small] + numerator[small]
+        result[small] = total / denominator[small]
+    return result
+
+
+def us_from_ns(ns: npt.ArrayLike, origin_us: int) -> npt.NDArray[np.float64]:
+    """Integer nanoseconds → float64 µs since ``origin_us``, rounded once.
+
+    The origin is subtracted in int64 and the whole µs and the remaining ns are converted
+    apart: a float64 holds integer ns exactly only below 2**53 ns (104 days).
+    """
+    relative = np.asarray(ns, dtype=np.int64) - np.int64(origin_us) * NS_PER_US
+    rest = np.fmod(relative, NS_PER_US)  # the sign of ``relative``: the parts never cancel
+    whole = (relative - rest) // NS_PER_US
+    return _whole_plus_fraction(whole, rest, np.full(relative.shape, NS_PER_US, np.int64))
+
+
+class TimeBase:
+    """The time origin of one profile being read: every table of it is converted here.
+
+    The first conversion that sees a value fixes the origin (:func:`time_origin_for` of those
+    values) unless one was given; later conversions use it whatever their values, so the
+    profile has one origin. :attr:`origin_us` is what ``metadata["time_origin_us"]`` records
+    (0 while nothing fixed it).
+    """
+
+    def __init__(self, origin_us: int | None = None) -> None:
+        self._origin_us = origin_us
+
+    @property
+    def origin_us(self) -> int:
+        return self._origin_us or 0
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the origin is decided (given, or fixed by a conversion)."""
+        return self._origin_us is not None
+
+    def _adopt(self, approx_us: npt.ArrayLike) -> int:
+        if self._origin_us is None:
+            approx = np.asarray(approx_us, dtype=np.float64)
+            if np.isfinite(approx).any():
+                self._origin_us = time_origin_for(approx)
+        return self.origin_us
+
+    def from_text(self, cells: pd.Series) -> pd.Series:
+        """:func:`us_from_text` with this profile's origin."""
+        parsed = _ParsedText(cells)
+        return parsed.relative(self._adopt(parsed.approx()))
+
+    def from_ns(self, ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """:func:`us_from_ns` with this profile's origin."""
+        values = np.asarray(ns, dtype=np.int64)
+        return us_from_ns(values, self._adopt(values / float(NS_PER_US)))
+
+
+def rebase_times(table: pd.DataFrame, from_origin_us: int, to_origin_us: int) -> pd.DataFrame:
+    """``table`` with its ``start_us``/``end_us`` moved from one origin to another (to merge
+    profiles read apart). A float64 shift: exact only when the origins are equal (no change)."""
+    if from_origin_us == to_origin_us:
+        return table
+    shift = float(from_origin_us - to_origin_us)
+    moved = {c: table[c] + shift for c in ("start_us", "end_us") if c in table.columns}
+    return table.assign(**moved) if moved else table
 
 
 def empty_tasks() -> pd.DataFrame:
@@ -160,7 +394,9 @@ class Profile:
             ``task_basis`` (``device`` or ``cpu``), ``export_type``, ``copy_visible``
             (bool, default True: False when the source lists kernels only, e.g.
             ``kernel_details.csv`` without ``trace_view.json``/``task_time.csv``, so copy
-            time is unknown rather than zero).
+            time is unknown rather than zero), ``time_origin_us`` (int, default 0: the origin
+            of ``start_us``/``end_us``, :data:`EPOCH_ORIGIN_US` for epoch-clock sources; see
+            the module docstring).
         notes: things the user should know about how the profile was read (one line each),
             e.g. "no step marks: analysed as one window".
     """
@@ -177,3 +413,4 @@ class Profile:
         self.steps = normalize_steps(self.steps, self.path)
         self.metadata.setdefault("task_basis", DEVICE_TASKS)
         self.metadata.setdefault("copy_visible", True)
+        self.metadata.setdefault("time_origin_us", 0)

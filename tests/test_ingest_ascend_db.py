@@ -10,7 +10,9 @@ Fixtures (copied byte-for-byte from xiaobingling93-pixel/Ascend-msinsight @ 91d1
   run of the same torch_npu model and configuration (text export), for the structure check.
 
 Every expected number was worked out with the sqlite3 shell on the fixture; the query is in
-the comment next to it. Times in the databases are ns; the reader gives µs.
+the comment next to it. Times in the databases are epoch ns; the reader gives µs since
+EPOCH_ORIGIN_US (metadata["time_origin_us"]), exactly: the expected values are computed with
+Decimal from the ns in the database.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +28,7 @@ import pytest
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import ascend_db, load_profile
-from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Profile
+from perfgate.model import BREAKDOWN_COLUMNS, EPOCH_ORIGIN_US, NO_STEP_MARKS_NOTE, Profile
 
 DATA = Path(__file__).parent / "data" / "ascend_db"
 TORCH_PT = DATA / "pytorch_db_level1_rank0_ascend_pt"
@@ -36,8 +39,13 @@ MSPROF_DIR = DATA / "msprof_full_db"
 MSPROF_DB = MSPROF_DIR / "msprof_0.db"
 TEXT_OUTPUT = DATA / "pytorch_text_level1_rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
 
-# Epoch µs in a float64 are exact to 0.25 µs (2**50 < 1.7e15 < 2**51).
-EPOCH_US = 0.25
+# Stored times are the float64 nearest to the exact relative value: equal to within rounding.
+EXACT = 1e-6
+
+
+def relative_us(epoch_us: str) -> float:
+    """An epoch-µs time stamp as the readers store it: µs since EPOCH_ORIGIN_US, exactly."""
+    return float(Decimal(epoch_us) - EPOCH_ORIGIN_US)
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +185,7 @@ def test_torch_npu_db_kernel_times_are_converted_from_ns_to_us(torch_db: Profile
     assert row["op_type"] == "TransData"
     assert row["core"] == "AI_VECTOR_CORE"
     assert row["category"] == "compute"
-    assert row["start_us"] == pytest.approx(1736410576404465.403, abs=EPOCH_US)
+    assert row["start_us"] == pytest.approx(relative_us("1736410576404465.403"), abs=EXACT)
     assert row["dur_us"] == pytest.approx(53.761, abs=1e-9)
     assert row["input_shapes"] == "32,3,224,224"
     assert row["stream"] == "2"
@@ -208,7 +216,7 @@ def test_torch_npu_db_communication_is_one_task_per_collective(torch_db: Profile
     assert (comm["op_type"] == "hcom_allReduce_").all()
     assert (comm["core"] == "HCCL").all()
     assert comm["dur_us"].tolist() == pytest.approx([88750.993, 2180.324, 2412.628, 8764.155])
-    assert comm.iloc[0]["start_us"] == pytest.approx(1736410576431631.806, abs=EPOCH_US)
+    assert comm.iloc[0]["start_us"] == pytest.approx(relative_us("1736410576431631.806"), abs=EXACT)
     # The per-task rows (SDMA, Notify Wait, Write Value) and the op's own AI_CORE task are
     # not also counted.
     assert not torch_db.tasks["core"].isin(["SDMA", "Notify Wait", "Write Value"]).any()
@@ -219,8 +227,14 @@ def test_torch_npu_db_step_window_comes_from_step_time(torch_db: Profile) -> Non
     # SELECT * FROM STEP_TIME → 50 | 1736410576386409710 | 1736410576538298460
     steps = torch_db.steps
     assert steps[["rank", "step"]].values.tolist() == [[0, 50]]
-    assert steps["start_us"].iloc[0] == pytest.approx(1736410576386409.710, abs=EPOCH_US)
-    assert steps["end_us"].iloc[0] == pytest.approx(1736410576538298.460, abs=EPOCH_US)
+    assert steps["start_us"].iloc[0] == pytest.approx(
+        relative_us("1736410576386409.710"), abs=EXACT
+    )
+    assert steps["end_us"].iloc[0] == pytest.approx(relative_us("1736410576538298.460"), abs=EXACT)
+    assert steps["end_us"].iloc[0] - steps["start_us"].iloc[0] == pytest.approx(
+        151888.75, abs=EXACT
+    )
+    assert torch_db.metadata["time_origin_us"] == EPOCH_ORIGIN_US
 
 
 def test_torch_npu_db_breakdown_is_torch_npus_own_from_analysis_db(torch_db: Profile) -> None:
@@ -237,7 +251,7 @@ def test_torch_npu_db_breakdown_is_torch_npus_own_from_analysis_db(torch_db: Pro
     window = step["end_us"] - step["start_us"]
     parts = sum(step[c] for c in BREAKDOWN_COLUMNS)
     assert parts == pytest.approx(150289.215)
-    assert window - parts == pytest.approx(1599.535, abs=0.5)
+    assert window - parts == pytest.approx(1599.535, abs=1e-6)
     assert torch_db.notes == []
 
 
@@ -271,6 +285,7 @@ def test_torch_npu_db_metadata_comes_from_npu_info_and_profiler_info(torch_db: P
         "aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
         "task_basis": "device",
         "copy_visible": True,  # the TASK table holds every task, MEMCPY_ASYNC included
+        "time_origin_us": EPOCH_ORIGIN_US,  # epoch ns: stored relative to the origin
     }
 
 
@@ -326,7 +341,10 @@ def test_msprof_db_first_kernel_and_longest_hccl_task(msprof_db: Profile) -> Non
     assert first["name"] == "aclnnInplaceZero_ZerosLikeAiCore_ZerosLike"
     assert first["op_type"] == "ZerosLike"
     assert first["core"] == "AI_VECTOR_CORE"
-    assert first["start_us"] == pytest.approx(1698220811392354.694, abs=EPOCH_US)
+    # October 2023, before the origin: negative relative times.
+    assert first["start_us"] == pytest.approx(relative_us("1698220811392354.694"), abs=EXACT)
+    assert first["start_us"] < 0
+    assert msprof_db.metadata["time_origin_us"] == EPOCH_ORIGIN_US
     assert first["dur_us"] == pytest.approx(612.092, abs=1e-9)
     # globalTaskId 46936: 1698220811529766440..1698220811529930083 (163643 ns), name id 1319
     # → 'hcom_allGather__305_879_1', taskType 402.
@@ -357,8 +375,10 @@ def test_mstx_range_named_step_becomes_a_step_window(
     conn.commit()
     profile = ascend_db.read(path)
     assert profile.steps[["rank", "step"]].values.tolist() == [[2, 7]]
-    assert profile.steps["start_us"].iloc[0] == pytest.approx(1698220811392354.694, abs=0.25)
-    assert profile.steps["end_us"].iloc[0] == pytest.approx(1698220811533883.302, abs=0.25)
+    step = profile.steps.iloc[0]
+    assert step["start_us"] == pytest.approx(relative_us("1698220811392354.694"), abs=EXACT)
+    assert step["end_us"] == pytest.approx(relative_us("1698220811533883.302"), abs=EXACT)
+    assert step["end_us"] - step["start_us"] == pytest.approx(141528.608, abs=1e-3)
     # This database's OVERLAP_ANALYSIS was built without communication (COMMUNICATION_OP is
     # empty): Computing matches the 11 kernels (663.872 µs) but its Communication (0) does
     # not match the 9 HCCL tasks (sum of their disjoint durations 227.966 µs), so the

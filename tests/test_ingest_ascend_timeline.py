@@ -3,12 +3,14 @@
 Expected figures were worked out from the raw file with a scratch script: ``json.load`` the
 array, map pids to tracks through the ``process_name`` metadata (Python 437675, Ascend
 Hardware 800, CANN 43767502, Overlap Analysis 4376751100), count and sum with ``Decimal``.
+Time stamps are epoch µs strings: the tables hold them as µs since EPOCH_ORIGIN_US, exactly.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +19,24 @@ import pytest
 from perfgate.errors import ProfileError
 from perfgate.ingest import load_profile
 from perfgate.ingest.chrome_trace import detect, profiler_step_windows, read
+from perfgate.model import EPOCH_ORIGIN_US
 
 DATA = Path(__file__).parent / "data" / "ascend_timeline"
 TRACE_VIEW = DATA / "trace_view.json"
 TINY = DATA / "trace_view_tiny.json"
 
+# Stored times are the float64 nearest to the exact relative value.
+EXACT = 1e-6
+
+
+def relative_us(epoch_us: str) -> float:
+    """An epoch-µs time stamp as the readers store it: µs since EPOCH_ORIGIN_US, exactly."""
+    return float(Decimal(epoch_us) - EPOCH_ORIGIN_US)
+
+
 # ProfilerStep#1 (cat cpu_op, Python process): ts "1704161511420289.011", dur 14091.97
-STEP_START = 1704161511420289.011
-STEP_END = 1704161511434380.981
+STEP_START = relative_us("1704161511420289.011")
+STEP_END = relative_us("1704161511434380.981")
 
 
 def events() -> list[dict[str, Any]]:
@@ -36,7 +48,14 @@ def test_trace_view_tasks_are_the_events_on_the_ascend_hardware_track() -> None:
     profile = read(TRACE_VIEW)
 
     assert profile.source == "ascend_timeline"
-    assert profile.metadata.items() >= {"ranks": [0], "task_basis": "device"}.items()
+    assert (
+        profile.metadata.items()
+        >= {
+            "ranks": [0],
+            "task_basis": "device",
+            "time_origin_us": EPOCH_ORIGIN_US,
+        }.items()
+    )
     tasks = profile.tasks
     # 276 X events on pid 800 (process_name "Ascend Hardware"), all on Stream Id 3
     assert len(tasks) == 276
@@ -62,7 +81,7 @@ def test_trace_view_tasks_are_the_events_on_the_ascend_hardware_track() -> None:
     assert tasks.loc[tasks["name"] == "Conv2D1", "op_type"].tolist() == ["Conv2D"]
     assert set(tasks.loc[tasks["name"] == "trans_TransData_8", "op_type"]) == {"TransData"}
     # the first device task starts at "1704161511422904.204", inside ProfilerStep#1
-    assert tasks["start_us"].min() == pytest.approx(1704161511422904.204, abs=0.25)
+    assert tasks["start_us"].min() == pytest.approx(relative_us("1704161511422904.204"), abs=EXACT)
     assert tasks["step"].tolist() == [1] * 276
     assert profile.notes == []
 
@@ -73,9 +92,10 @@ def test_trace_view_step_has_the_overlap_analysis_breakdown() -> None:
     assert len(profile.steps) == 1
     step = profile.steps.iloc[0]
     assert (step["rank"], step["step"]) == (0, 1)
-    # float64 holds epoch µs to 0.25 µs
-    assert step["start_us"] == pytest.approx(STEP_START, abs=0.25)
-    assert step["end_us"] == pytest.approx(STEP_END, abs=0.25)
+    assert step["start_us"] == pytest.approx(STEP_START, abs=EXACT)
+    assert step["end_us"] == pytest.approx(STEP_END, abs=EXACT)
+    # a difference of two stored times: exact to their float64 spacing (2**-11 µs here)
+    assert step["end_us"] - step["start_us"] == pytest.approx(14091.97, abs=1e-3)
     # Overlap Analysis: 274 "Computing" events summing to 1788.2505 µs (= all device task
     # time 1790.4406 minus the two MEMCPY_ASYNC, 2.19), 273 "Free" summing to 9481.667, and
     # no "Communication(Not Overlapped)" events
@@ -119,8 +139,9 @@ def test_profiler_step_windows_gives_the_python_step_marks() -> None:
 
     assert windows["step"].tolist() == [1]
     assert str(windows["step"].dtype) == "Int64"
-    assert windows["start_us"].tolist() == pytest.approx([STEP_START], abs=0.25)
-    assert windows["end_us"].tolist() == pytest.approx([STEP_END], abs=0.25)
+    assert windows["start_us"].tolist() == pytest.approx([STEP_START], abs=EXACT)
+    assert windows["end_us"].tolist() == pytest.approx([STEP_END], abs=EXACT)
+    assert windows.attrs["time_origin_us"] == EPOCH_ORIGIN_US
 
 
 def test_detect_and_load_profile_recognise_the_timeline() -> None:

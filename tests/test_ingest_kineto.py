@@ -3,6 +3,8 @@
 Expected figures were worked out from the raw files with a scratch script
 (``json.load(gzip.open(f))["traceEvents"]``, counting events by ``cat``, summing ``dur``,
 and taking ``ProfilerStep#N`` ``user_annotation`` events as ``[ts, ts + dur)`` windows).
+Traces whose clock is epoch µs (the sampled rank traces, 1682725898… µs) are stored as µs since
+EPOCH_ORIGIN_US; the others (ROCm, CPU-only: ~4e12 and ~1e12 µs) keep their times (origin 0).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import pytest
 from perfgate.errors import ProfileError
 from perfgate.ingest import load_profile
 from perfgate.ingest.chrome_trace import detect, profiler_step_windows, read, top_level_mask
+from perfgate.model import EPOCH_ORIGIN_US
+
+E = EPOCH_ORIGIN_US  # whole epoch µs minus the origin: exact integers in the tables
 
 DATA = Path(__file__).parent / "data" / "kineto"
 ALEXNET = DATA / "benchmark_result_2869224_1695835535_trace.json.gz"
@@ -83,9 +88,11 @@ def test_gpu_events_of_a_training_trace_go_to_the_profiler_step_holding_their_st
     profile = read(RANK0)
 
     # ProfilerStep#551 ts 1682725898079292 dur 607312; #552 ts 1682725898686653 dur 622928
+    # (epoch µs: stored relative to the origin, here before it)
+    assert profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
     assert profile.steps[["rank", "step", "start_us", "end_us"]].values.tolist() == [
-        [0, 551, 1682725898079292.0, 1682725898686604.0],
-        [0, 552, 1682725898686653.0, 1682725899309581.0],
+        [0, 551, 1682725898079292 - E, 1682725898686604 - E],
+        [0, 552, 1682725898686653 - E, 1682725899309581 - E],
     ]
     # per step: 572 non-NCCL kernels, 5 ncclKernel_SendRecv, 20 memcpy, 5 memset
     assert by_category(profile.tasks) == {
@@ -136,7 +143,8 @@ def test_a_directory_of_rank_traces_takes_each_rank_from_distributed_info(tmp_pa
     ]
     # rank 1: ProfilerStep#551 ts 1682725898079484 dur 607904
     rank1 = profile.steps.loc[profile.steps["rank"] == 1].iloc[0]
-    assert (rank1["start_us"], rank1["end_us"]) == (1682725898079484.0, 1682725898687388.0)
+    assert (rank1["start_us"], rank1["end_us"]) == (1682725898079484 - E, 1682725898687388 - E)
+    assert profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
     compute = profile.tasks.loc[profile.tasks["category"] == "compute"]
     # rank 0 launches 572 non-NCCL kernels per step, rank 1 547 (1104 kernels − 10 NCCL)
     assert compute.groupby(["rank", "step"]).size().to_dict() == {
@@ -154,6 +162,8 @@ def test_a_rocm_trace_takes_steps_from_the_host_marks_not_the_gpu_annotation() -
     # host ProfilerStep#1 ts 4203669603187.439 dur 9288.291, #2 ts 4203669612512.74 dur 49.073;
     # the gpu_user_annotation "ProfilerStep#1" (ts 4203669603454.205) is not a step mark
     assert profile.steps["step"].tolist() == [1, 2]
+    # a trace clock below 1e15 µs: the times stay as they are
+    assert profile.metadata["time_origin_us"] == 0
     assert profile.steps["start_us"].tolist() == pytest.approx(
         [4203669603187.439, 4203669612512.74], abs=1e-3
     )
@@ -178,6 +188,7 @@ def test_a_cpu_only_trace_reads_top_level_cpu_ops_and_keeps_the_rank() -> None:
     # ProfilerStep#551 ts 1212075529876.817 dur 210109.162
     step = profile.steps.iloc[0]
     assert (step["rank"], step["step"]) == (34, 551)
+    assert profile.metadata["time_origin_us"] == 0  # a trace clock, not epoch µs
     assert step["start_us"] == pytest.approx(1212075529876.817, abs=1e-3)
     assert step["end_us"] == pytest.approx(1212075739985.979, abs=1e-3)
     # the only cpu_op events are 4 aten::empty at ts 1212076812889.31…, after the step ended;
@@ -348,9 +359,10 @@ def test_profiler_step_windows_of_a_kineto_trace() -> None:
     windows = profiler_step_windows(RANK1)
     assert windows.to_dict("list") == {
         "step": [551, 552],
-        "start_us": [1682725898079484.0, 1682725898687438.0],
-        "end_us": [1682725898687388.0, 1682725899318077.0],
+        "start_us": [1682725898079484 - E, 1682725898687438 - E],
+        "end_us": [1682725898687388 - E, 1682725899318077 - E],
     }
+    assert windows.attrs["time_origin_us"] == EPOCH_ORIGIN_US
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -3,12 +3,14 @@
 Expected numbers were read off the CSV files by hand (cat -A / awk), independent of perfgate;
 each is commented with its origin. Sliced, multi-export, legacy and multi-process layouts are
 built in ``tmp_path`` from copies of the real files. The step_trace CSV is synthetic (see
-tests/data/msprof/README.md): no real one exists.
+tests/data/msprof/README.md): no real one exists. Time stamps are epoch µs: the tables hold
+µs since EPOCH_ORIGIN_US, converted exactly from the cells' text.
 """
 
 from __future__ import annotations
 
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +19,7 @@ import pytest
 from perfgate.errors import ProfileError
 from perfgate.ingest import msprof
 from perfgate.ingest.msprof import ExportFile, newest_export, parse_export_name
-from perfgate.model import Profile
+from perfgate.model import EPOCH_ORIGIN_US, Profile
 
 DATA = Path(__file__).parent / "data" / "msprof"
 PROF = DATA / "ascend-msprof-skill" / "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
@@ -27,13 +29,20 @@ OP_SUMMARY = OUTPUT / f"op_summary_{STAMP}.csv"
 TASK_TIME = OUTPUT / f"task_time_{STAMP}.csv"
 SYNTHETIC_STEP_TRACE = DATA / "synthetic" / f"step_trace_{STAMP}.csv"
 
-EPOCH_US = 0.25  # float64 spacing at ~1.78e15 µs
+# Stored times are the float64 nearest to the exact relative value.
+EXACT = 1e-6
+
+
+def relative_us(epoch_us: str) -> float:
+    """An epoch-µs time stamp as the readers store it: µs since EPOCH_ORIGIN_US, exactly."""
+    return float(Decimal(epoch_us) - EPOCH_ORIGIN_US)
+
 
 # op_summary_20260605161737.csv: Task Start Time(us) / Task Duration(us) of Task ID 0, 1, 2
 KERNELS = (
-    (1780676244313289.000, 87139.380),
-    (1780676244407387.120, 86808.420),
-    (1780676244500755.880, 86846.720),
+    (relative_us("1780676244313289.000"), 87139.380),
+    (relative_us("1780676244407387.120"), 86808.420),
+    (relative_us("1780676244500755.880"), 86846.720),
 )
 
 
@@ -75,6 +84,7 @@ def test_prof_directory_gives_three_kernels_plus_the_runtime_tasks_of_task_time(
     assert set(tasks["rank"]) == {0}  # Device_id 0
     assert profile.metadata["ranks"] == [0]
     assert profile.metadata["export_type"] == "text"
+    assert profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
 
 
 def test_kernel_rows_keep_op_summary_times_not_task_time_ones() -> None:
@@ -83,7 +93,7 @@ def test_kernel_rows_keep_op_summary_times_not_task_time_ones() -> None:
     assert list(rows["op_type"]) == ["main_kernel"] * 3
     assert list(rows["stream"]) == ["1756"] * 3
     for (_, row), (start, dur) in zip(rows.iterrows(), KERNELS):
-        assert row["start_us"] == pytest.approx(start, abs=EPOCH_US)
+        assert row["start_us"] == pytest.approx(start, abs=EXACT)
         # op_summary durations; task_time has 87141.960, 86810.080, 86849.340 for the same tasks
         assert row["dur_us"] == pytest.approx(dur)
     # op_statistic_20260605161737.csv: 0,main_kernel,MIX_AIC,3,260794.52 — the same total
@@ -99,7 +109,7 @@ def test_task_time_only_tasks_come_with_their_type_as_name() -> None:
         "TASK_TIMEOUT_SET",
         "1754",
     )
-    assert timeout["start_us"] == pytest.approx(1780676228931378.960, abs=EPOCH_US)
+    assert timeout["start_us"] == pytest.approx(relative_us("1780676228931378.960"), abs=EXACT)
     assert timeout["dur_us"] == pytest.approx(93.98)
     # 0,N/A,EVENT_RECORD,1754,6,0.000,1780676228931472.960\t,…
     assert tasks.loc["EVENT_RECORD", "dur_us"] == 0.0
@@ -244,10 +254,12 @@ def test_synthetic_step_trace_gives_iteration_windows(tmp_path: Path) -> None:
     # window = [Iteration End − Iteration Time, Iteration End] (README table)
     assert list(steps["step"]) == [1, 2, 3]
     assert list(steps["start_us"]) == pytest.approx(
-        [1780676244310000.0, 1780676244405000.0, 1780676244498000.0], abs=EPOCH_US
+        [relative_us(t) for t in ("1780676244310000", "1780676244405000", "1780676244498000")],
+        abs=EXACT,
     )
     assert list(steps["end_us"]) == pytest.approx(
-        [1780676244405000.0, 1780676244498000.0, 1780676244590000.0], abs=EPOCH_US
+        [relative_us(t) for t in ("1780676244405000", "1780676244498000", "1780676244590000")],
+        abs=EXACT,
     )
     assert "no step marks: analysed as one window" not in profile.notes
     # each kernel lies inside its iteration
@@ -266,7 +278,9 @@ def test_step_trace_of_several_graphs_keeps_the_longest_running_one(tmp_path: Pa
     (prof / "mindstudio_profiler_output" / SYNTHETIC_STEP_TRACE.name).write_text(text + extra)
     profile = read(prof)
     assert list(profile.steps["step"]) == [1, 2, 3]
-    assert profile.steps["end_us"].iloc[-1] == pytest.approx(1780676244590000.0, abs=EPOCH_US)
+    assert profile.steps["end_us"].iloc[-1] == pytest.approx(
+        relative_us("1780676244590000"), abs=EXACT
+    )
     assert any("several Model IDs" in note for note in profile.notes)
 
 

@@ -3,13 +3,15 @@
 Every expected number was read off the fixture files by hand (awk / pandas in a scratch
 shell, independent of perfgate); the comment next to each says where it comes from.
 Variants (several ranks, renamed headers, truncated files) are built in ``tmp_path`` from
-copies of the real files.
+copies of the real files. Time stamps are epoch µs: the tables hold µs since EPOCH_ORIGIN_US,
+converted exactly from the cells' text.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +20,7 @@ import pytest
 from perfgate.errors import ProfileError
 from perfgate.ingest import torch_npu
 from perfgate.ingest.ascend_csv import LEVEL0_NOTE, op_type_from_name
-from perfgate.model import Profile
+from perfgate.model import EPOCH_ORIGIN_US, Profile
 
 DATA = Path(__file__).parent / "data" / "torch_npu"
 LEVEL0 = DATA / "ascend-msinsight" / "pytorch_text_level0_rank0_ascend_pt"
@@ -29,8 +31,13 @@ ADVISOR_OLD = DATA / "ascend-mstt" / "advisor_backend_compute_advice" / "kernel_
 CLUSTER_DIR = DATA / "ascend-mstt" / "cluster_analysis_output"
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
-# Epoch-µs timestamps (~1.7e15) are float64 in the canonical tables: spacing 0.25 µs.
-EPOCH_US = 0.25
+# Stored times are the float64 nearest to the exact relative value.
+EXACT = 1e-6
+
+
+def relative_us(epoch_us: str) -> float:
+    """An epoch-µs time stamp as the readers store it: µs since EPOCH_ORIGIN_US, exactly."""
+    return float(Decimal(epoch_us) - EPOCH_ORIGIN_US)
 
 
 def read(path: Path) -> Profile:
@@ -77,9 +84,11 @@ def test_level0_operator_types_come_from_kernel_names_and_match_level1_counts() 
 
 
 def test_level0_first_kernel_keeps_its_tab_terminated_start_time_and_duration() -> None:
-    first = one_task(read(LEVEL0), "trans_TransData_0")
+    profile = read(LEVEL0)
+    first = one_task(profile, "trans_TransData_0")
     # line 2: 50,trans_TransData_0,N/A,N/A,1736405443881410.320\t,50.621,0,0\r\n
-    assert first["start_us"] == pytest.approx(1736405443881410.320, abs=EPOCH_US)
+    assert first["start_us"] == pytest.approx(relative_us("1736405443881410.320"), abs=EXACT)
+    assert profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
     assert first["dur_us"] == pytest.approx(50.621)
     assert first["op_type"] == "TransData"
     assert first["core"] == "N/A"
@@ -145,7 +154,7 @@ def test_level1_conv2d_row_has_type_start_duration_and_unquoted_shapes() -> None
     #         """32,1,224,224,8;121,4,16,8;64""",…
     assert conv["op_type"] == "Conv2D"
     assert conv["core"] == "AI_CORE"
-    assert conv["start_us"] == pytest.approx(1736408883704903.918, abs=EPOCH_US)
+    assert conv["start_us"] == pytest.approx(relative_us("1736408883704903.918"), abs=EXACT)
     assert conv["dur_us"] == pytest.approx(313.886)
     assert conv["input_shapes"] == "32,1,224,224,8;121,4,16,8;64"
     assert conv["stream"] == "2"
@@ -157,7 +166,7 @@ def test_level1_allreduce_keeps_its_type_and_has_no_stream() -> None:
     #          1736408883732241.563\t,79089.52,…
     assert hcom["op_type"] == "hcom_allReduce_"
     assert hcom["category"] == "comm"
-    assert hcom["start_us"] == pytest.approx(1736408883732241.563, abs=EPOCH_US)
+    assert hcom["start_us"] == pytest.approx(relative_us("1736408883732241.563"), abs=EXACT)
     assert hcom["dur_us"] == pytest.approx(79089.52)
     assert pd.isna(hcom["stream"])
     assert pd.isna(hcom["input_shapes"])
@@ -279,7 +288,8 @@ def test_lone_newer_kernel_details_with_quoted_tab_timestamps() -> None:
     # line 2: …,MatMulV2,dynamic,AI_CORE,"1736413971558972.912\t",185.504,…,
     #         """81920,4096;8192,512""",…
     assert first["op_type"] == "MatMulV2"
-    assert first["start_us"] == pytest.approx(1736413971558972.912, abs=EPOCH_US)
+    assert first["start_us"] == pytest.approx(relative_us("1736413971558972.912"), abs=EXACT)
+    assert profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
     assert first["dur_us"] == pytest.approx(185.504)
     assert first["input_shapes"] == "81920,4096;8192,512"
     assert profile.steps.empty
@@ -431,11 +441,18 @@ def test_trace_view_profiler_steps_give_the_step_window(tmp_path: Path) -> None:
         },
     ]
     (rank_dir / OUTPUT / "trace_view.json").write_text(json.dumps(events))
-    step = read(rank_dir).steps.iloc[0]
+    profile = read(rank_dir)
+    step = profile.steps.iloc[0]
     assert step["step"] == 50
-    assert step["start_us"] == pytest.approx(1736408883690000.5, abs=EPOCH_US)
-    assert step["end_us"] == pytest.approx(1736408883850000.75, abs=EPOCH_US)
+    assert step["start_us"] == pytest.approx(relative_us("1736408883690000.500"), abs=EXACT)
+    assert step["end_us"] == pytest.approx(relative_us("1736408883850000.750"), abs=EXACT)
     assert step["computing_us"] == pytest.approx(8873.756)  # breakdown kept
+    # kernel_details.csv and trace_view.json share one origin: Conv2D1 starts at
+    # 1736408883704903.918, 14903.418 µs into the step (a difference of two stored times,
+    # each the nearest float64: 2**-7 µs apart at 3.6e13 µs since the origin)
+    assert profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
+    conv = one_task(profile, "Conv2D1")
+    assert conv["start_us"] - step["start_us"] == pytest.approx(14903.418, abs=2**-7)
 
 
 def test_step_cells_empty_in_only_some_rows_are_an_error(tmp_path: Path) -> None:

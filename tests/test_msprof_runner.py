@@ -18,6 +18,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from perfgate.analysis.metrics import RunAnalysis, analyze
 from perfgate.errors import PerfgateError
 from perfgate.ingest import load_profile
 from perfgate.marks import STEP_MARKS_ENV, TRUNCATED_NOTE, read_step_marks, step
-from perfgate.model import NO_STEP_MARKS_NOTE, Profile
+from perfgate.model import EPOCH_ORIGIN_US, NO_STEP_MARKS_NOTE, Profile, TimeBase
 from perfgate.profilers.msprof import (
     MSPROF_OPTIONS,
     STEP_MARKS_NOTE,
@@ -54,9 +55,15 @@ REGRESSED_COMPUTE_US = 2 * 1100.0 + 2 * 35.0 + 2 * 12.5
 COPY_US = 120.0  # one MEMCPY_ASYNC per step
 REGRESSED_COPY_US = 120.0 + 480.0  # and an extra, larger host-to-device copy
 GAP_US = 5.0
-# Epoch µs near 1.8e15 are float64 multiples of 0.25 µs: a duration rebuilt from two time
-# stamps may be off by that much.
-STAMP_US = 0.5
+# The stand-in lays its tasks out from float(start_us) of the marks: epoch µs that a float64
+# rounds to 0.25 µs, so its tasks sit up to 0.125 µs off the exact marks (perfgate's own times
+# are exact to the float64 spacing of µs since the origin, 2**-6 µs in 2026).
+STAMP_US = 0.25
+
+
+def relative_us(epoch_us: Decimal) -> float:
+    """An epoch-µs time stamp as the readers store it: µs since EPOCH_ORIGIN_US, exactly."""
+    return float(epoch_us - EPOCH_ORIGIN_US)
 
 
 def npu_env(root: Path, workload: str | None = "baseline.json") -> dict[str, str]:
@@ -183,12 +190,15 @@ def test_the_export_cells_have_msprofs_tab_stamps_na_and_tripled_quote_shapes(
 
 def test_the_steps_are_the_marked_windows_with_the_warm_ups_flagged(baseline: Profiled) -> None:
     steps = baseline.profile.steps
-    marks = [json.loads(line) for line in baseline.run.marks_path.read_text().splitlines()]
+    lines = baseline.run.marks_path.read_text().splitlines()
+    marks = [json.loads(line, parse_float=Decimal) for line in lines]
     assert [m["step"] for m in marks] == list(range(STEPS + WARMUP))
     assert steps["step"].tolist() == list(range(STEPS + WARMUP))
     assert steps["warmup"].tolist() == [True] * WARMUP + [False] * STEPS
-    assert steps["start_us"].tolist() == [m["start_us"] for m in marks]
-    assert steps["end_us"].tolist() == [m["end_us"] for m in marks]
+    # the marks' exact decimals, in the time base of the export's task times
+    assert baseline.profile.metadata["time_origin_us"] == EPOCH_ORIGIN_US
+    assert steps["start_us"].tolist() == [relative_us(m["start_us"]) for m in marks]
+    assert steps["end_us"].tolist() == [relative_us(m["end_us"]) for m in marks]
     assert steps["rank"].tolist() == [0] * (STEPS + WARMUP)
     assert baseline.profile.source == "msprof"
     assert f"{STEP_MARKS_NOTE} (step_marks.jsonl: 12 step(s), 2 warm-up)" in (
@@ -456,7 +466,10 @@ def test_step_appends_one_json_line_per_step_in_epoch_microseconds(
         with step(i, warmup=i == 0):
             time.sleep(0.002)
     after = time.time() * 1e6
-    lines = [json.loads(line) for line in marks.read_text(encoding="utf-8").splitlines()]
+    text = marks.read_text(encoding="utf-8").splitlines()
+    # the times are the ns of time.time_ns() as exact decimals of µs, never a float64's digits
+    assert all(re.search(r'"start_us":\d{16}\.\d{3},"end_us":\d{16}\.\d{3},', t) for t in text)
+    lines = [json.loads(line) for line in text]
     assert [(m["step"], m["warmup"], m["rank"], m["pid"]) for m in lines] == [
         (0, True, 0, os.getpid()),
         (1, False, 0, os.getpid()),
@@ -557,12 +570,48 @@ def test_read_step_marks_ignores_a_truncated_last_line_and_says_so(tmp_path: Pat
     assert frame.attrs["notes"] == [f"{marks}: {TRUNCATED_NOTE}"]
 
 
+def test_read_step_marks_converts_the_decimals_exactly_to_the_time_origin(tmp_path: Path) -> None:
+    marks = tmp_path / "marks.jsonl"
+    marks.write_text(
+        # as perfgate writes them now (three decimals), and as older versions did (a float's
+        # shortest repr)
+        '{"step":0,"start_us":1780676244313289.123,"end_us":1780676244321002.705,'
+        '"warmup":false,"pid":7,"rank":0}\n'
+        '{"step":1,"start_us":1780676244321003.1,"end_us":1780676244330000,"rank":0}\n',
+        encoding="utf-8",
+    )
+    frame = read_step_marks(marks)
+    assert frame.attrs["time_origin_us"] == EPOCH_ORIGIN_US
+    assert frame["start_us"].tolist() == [
+        relative_us(Decimal("1780676244313289.123")),
+        relative_us(Decimal("1780676244321003.1")),
+    ]
+    assert frame["end_us"].tolist() == [
+        relative_us(Decimal("1780676244321002.705")),
+        80676244330000.0,
+    ]
+    # in a profile's time base (here: one whose times are not epoch µs, origin 0)
+    absolute = read_step_marks(marks, clock=TimeBase(0))
+    assert absolute.attrs["time_origin_us"] == 0
+    assert absolute["end_us"].iloc[1] == 1780676244330000.0
+
+
+def test_small_mark_times_are_kept_as_they_are(tmp_path: Path) -> None:
+    marks = tmp_path / "marks.jsonl"
+    marks.write_text('{"step":0,"start_us":100,"end_us":200.125}\n', encoding="utf-8")
+    frame = read_step_marks(marks)
+    assert frame.attrs["time_origin_us"] == 0
+    assert frame[["start_us", "end_us"]].values.tolist() == [[100.0, 200.125]]
+
+
 @pytest.mark.parametrize(
     ("second_line", "problem"),
     [
         ("not json", "not JSON"),
         ('{"step":"1","start_us":1.0,"end_us":2.0}', "step is '1'"),
         ('{"step":1,"start_us":5.0,"end_us":2.0}', "end_us is before start_us"),
+        ('{"step":1,"start_us":NaN,"end_us":2.0}', "start_us is nan"),
+        ('{"step":1,"start_us":"5.0","end_us":6.0}', "start_us is '5.0'"),
         (
             '{"step":0,"start_us":5.0,"end_us":6.0}',
             "step 0 of rank 0 is marked twice (lines 1 and 2)",

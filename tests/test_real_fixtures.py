@@ -12,6 +12,15 @@ import pytest
 from perfgate.cli import main
 
 DATA = Path(__file__).parent / "data"
+MSPROF = "msprof/ascend-msprof-skill/PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
+ADVISOR = "torch_npu/ascend-mstt/advisor_compute_advice_data"
+
+# Step times agree to three decimals (abs 1e-3), as msprof-analyze gives them: epoch time
+# stamps are stored relative to perfgate.model.EPOCH_ORIGIN_US, each the float64 nearest to its
+# exact value, not rounded to 0.25 µs as absolute epoch µs would be. A window whose ends are
+# such stamps is exact to their float64 spacing, which is coarser than 1e-3 µs for these two:
+# 2**-7 µs for 2025 stamps (3.6e13 µs after the origin), 2**-6 µs for 2026 ones (8.1e13 µs).
+SPACING = {ADVISOR: 2**-7, MSPROF: 2**-6}
 
 # path, detected format, steps analysed, median step time (µs), median utilization
 CASES = [
@@ -40,10 +49,11 @@ CASES = [
         810228.61,
         231290.1 / 810228.61,
     ),
-    # Step Id 19 only, no step table: first kernel start 1736413971411629.2 → last end
-    # 1736413974268749.5
-    ("torch_npu/ascend-mstt/advisor_compute_advice_data", "torch_npu", 1, 2857120.25, None),
-    ("torch_npu/ascend-mstt/advisor_backend_compute_advice", "torch_npu", 1, 516885.5, None),
+    # Step Id 19 only, no step table: first kernel start 1736413971411629.128 → last end
+    # 1736413974268749.533
+    ("torch_npu/ascend-mstt/advisor_compute_advice_data", "torch_npu", 1, 2857120.405, None),
+    # 1699529622790614.8 → 1699529623307500.34
+    ("torch_npu/ascend-mstt/advisor_backend_compute_advice", "torch_npu", 1, 516885.54, None),
     # 8 ranks, the slowest is rank 0: Computing 80309.687 + Comm(NO) 683731.290 + Free
     # 990605.104 (no Preparing column)
     (
@@ -54,16 +64,16 @@ CASES = [
         80309.68717187493 / 1754646.0811,
     ),
     # 3 MIX_AIC kernels (87139.38 + 86808.42 + 86846.72 = 260794.52 µs busy) in one window
-    # from the first start to the last end (TASK_TIMEOUT_SET, 15 s earlier, is bookkeeping)
+    # from the first start 1780676244313289.000 to the last end 1780676244500755.880 +
+    # 86846.720 (TASK_TIMEOUT_SET, 15 s earlier, is bookkeeping)
     (
-        "msprof/ascend-msprof-skill/PROF_000001_20260605161708478_FRJKORBPFMHQMGLA",
+        MSPROF,
         "msprof",
         1,
-        274313.75,
-        260794.52 / 274313.75,
+        274313.6,
+        260794.52 / 274313.6,
     ),
     # STEP_TIME step 50: 1736410576538298.460 − 1736410576386409.710 = 151888.75 µs
-    # (float64 epoch µs hold 0.25 µs)
     ("ascend_db/pytorch_db_level1_rank0_ascend_pt", "torch_npu_db", 1, 151888.75, None),
     ("ascend_db/msprof_full_db", "msprof_db", 1, None, None),
     # ProfilerStep#1: [1704161511420289.011, 1704161511434380.981) = 14091.97 µs
@@ -97,9 +107,10 @@ def test_every_real_profile_inspects(
     assert metrics["step_time_us"]["n"] == steps
     assert metrics["step_time_us"]["median"] > 0
     if step_time is not None:
-        assert metrics["step_time_us"]["median"] == pytest.approx(step_time, abs=0.5)
+        tolerance = SPACING.get(relative, 1e-3)
+        assert metrics["step_time_us"]["median"] == pytest.approx(step_time, abs=tolerance)
     if utilization is not None:
-        assert metrics["utilization"]["median"] == pytest.approx(utilization, abs=1e-5)
+        assert metrics["utilization"]["median"] == pytest.approx(utilization, abs=1e-6)
     for name in ("utilization", "comm_ratio", "free_ratio"):
         assert 0.0 <= metrics[name]["median"] <= 1.0
     # the breakdown always sums to the step time

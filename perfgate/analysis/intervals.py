@@ -27,10 +27,11 @@ def merge(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[FloatArray, Float
     new_block = np.empty(s.size, dtype=bool)
     new_block[0] = True
     new_block[1:] = s[1:] > running_end[:-1]
-    block_ids = np.cumsum(new_block) - 1
     merged_starts = s[new_block]
-    merged_ends = np.zeros(merged_starts.size, dtype=np.float64)
-    np.maximum.at(merged_ends, block_ids, running_end)
+    # running_end never decreases: a block ends where it stands at the block's last interval.
+    # (Times may be negative: relative to a time origin, perfgate.model.)
+    last = np.append(np.flatnonzero(new_block)[1:] - 1, s.size - 1)
+    merged_ends = running_end[last]
     return merged_starts, merged_ends
 
 

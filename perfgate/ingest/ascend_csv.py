@@ -6,8 +6,10 @@ torch_npu's ``kernel_details.csv`` is msprof's ``op_summary_*.csv`` with its col
 Every CSV is read whole into a DataFrame (``pd.read_csv`` with ``usecols`` and ``dtype=str``),
 then each column is converted once: cells are stripped (msprof writes a TAB inside time-stamp
 cells, ``1736405443881410.320\\t``), ``N/A`` and empty cells become missing, numbers are parsed
-with :func:`pandas.to_numeric`. A cell that does not hold what its column promises raises
-:class:`~perfgate.errors.ProfileError` naming the file, the column and the row.
+with :func:`pandas.to_numeric`, and time stamps (kind ``time``) exactly from their text by the
+profile's :class:`~perfgate.model.TimeBase` (epoch µs become µs since its origin). A cell that
+does not hold what its column promises raises :class:`~perfgate.errors.ProfileError` naming the
+file, the column and the row.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import ascend_category
-from perfgate.model import BREAKDOWN_COLUMNS
+from perfgate.model import BREAKDOWN_COLUMNS, TimeBase
 
-ColumnKind = Literal["text", "float", "int"]
+# ``time``: an absolute time stamp in µs (float64 µs since the TimeBase's origin).
+ColumnKind = Literal["text", "float", "int", "time"]
 
 # Cells that mean "no value" in Ascend CSVs. Default pandas NA strings ("NA", "null", …) are
 # deliberately not used: they could be kernel names.
@@ -48,7 +51,7 @@ TASK_COLUMN_MAP: tuple[tuple[str, str | None, str | None, ColumnKind, bool], ...
     ("name", "Name", "Op Name", "text", True),
     ("op_type", "Type", "OP Type", "text", True),
     ("core", "Accelerator Core", "Task Type", "text", True),
-    ("start_us", "Start Time(us)", "Task Start Time(us)", "float", True),
+    ("start_us", "Start Time(us)", "Task Start Time(us)", "time", True),
     ("dur_us", "Duration(us)", "Task Duration(us)", "float", True),
     ("input_shapes", "Input Shapes", "Input Shapes", "text", False),
 )
@@ -122,12 +125,16 @@ def read_header(path: Path) -> list[str]:
     return [cell.strip() for cell in first]
 
 
-def read_csv_columns(path: Path, columns: Sequence[CsvColumn], *, what: str) -> pd.DataFrame:
+def read_csv_columns(
+    path: Path, columns: Sequence[CsvColumn], *, what: str, clock: TimeBase | None = None
+) -> pd.DataFrame:
     """Read ``columns`` of the CSV at ``path`` into a DataFrame with the canonical names.
 
     Returns one column per found :class:`CsvColumn`, named ``canonical``: ``text`` columns as
-    object (stripped, ``N/A``/empty → NaN), ``float`` as float64, ``int`` as Int64. Optional
-    columns absent from the header are absent from the result.
+    object (stripped, ``N/A``/empty → NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
+    float64 µs since ``clock``'s origin (a new :class:`~perfgate.model.TimeBase` when none is
+    given: pass the profile's, so that all its files share one origin). Optional columns absent
+    from the header are absent from the result.
 
     Raises:
         ProfileError: a required header is missing (the message names it and ``what`` the file
@@ -164,12 +171,13 @@ def read_csv_columns(path: Path, columns: Sequence[CsvColumn], *, what: str) -> 
     raw.columns = [str(name).strip() for name in raw.columns]
     raw = raw.loc[:, ~raw.columns.duplicated()]
     out = pd.DataFrame(index=raw.index)
+    clock = clock if clock is not None else TimeBase()
     for column in found:
-        out[column.canonical] = _convert(path, raw[column.header], column)
+        out[column.canonical] = _convert(path, raw[column.header], column, clock)
     return out
 
 
-def _convert(path: Path, cells: pd.Series, column: CsvColumn) -> pd.Series:
+def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -> pd.Series:
     stripped = cells.astype("str").str.strip()
     stripped = stripped.where(~stripped.isin(NA_STRINGS))
     missing = stripped.isna()
@@ -189,7 +197,7 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn) -> pd.Series:
         bad |= numbers.notna() & (numbers != numbers.round())
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
-        kind = "a number" if column.kind == "float" else "an integer"
+        kind = "an integer" if column.kind == "int" else "a number"
         raise ProfileError(
             path,
             f"data row {row + 1} holds {stripped.iloc[row]!r}",
@@ -198,6 +206,8 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn) -> pd.Series:
         )
     if column.kind == "int":
         return numbers.astype("Int64")
+    if column.kind == "time":
+        return clock.from_text(stripped)
     return numbers
 
 

@@ -2,7 +2,9 @@
 ``ascend_pytorch_profiler_{rank}.db`` (``export_type=db``).
 
 Both share one schema: times are integer **nanoseconds** (epoch), and names, task types and
-shapes are integer ids into ``STRING_IDS``. What is read:
+shapes are integer ids into ``STRING_IDS``. Interval logic stays in integer ns; the canonical
+``start_us``/``end_us`` are µs since ``metadata["time_origin_us"]``, converted from the integers
+by one :class:`~perfgate.model.TimeBase` (see :mod:`perfgate.model`). What is read:
 
 * ``TASK`` — one row per device task (``startNs``, ``endNs``, ``deviceId``, ``taskType``,
   ``globalTaskId``, ``streamId``, ``taskId``, ``connectionId``). ``TASK.taskType`` is the
@@ -61,7 +63,7 @@ import pandas as pd
 from perfgate.analysis.intervals import FloatArray, clip, merge
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import ascend_category
-from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile
+from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile, TimeBase
 
 MSPROF_DB_GLOB = "msprof_*.db"
 TORCH_NPU_DB_GLOB = "ascend_pytorch_profiler*.db"
@@ -188,6 +190,7 @@ def read(path: Path) -> Profile:
         )
     db = located.db
     notes = list(located.notes)
+    clock = TimeBase()
     with _connect(db) as conn:
         schema = _Schema(conn, db)
         if not located.source:
@@ -197,16 +200,17 @@ def read(path: Path) -> Profile:
         raw = _read_task_rows(conn, schema)
         comm_ops = _read_comm_ops(conn, schema)
         rank_of = _rank_map(conn, schema)
-        tasks, busy, task_notes = _build_tasks(db, raw, comm_ops, rank_of)
+        tasks, busy, task_notes = _build_tasks(db, raw, comm_ops, rank_of, clock)
         notes += task_notes
         ranks = sorted(int(r) for r in pd.unique(tasks["rank"]))
-        steps, step_notes = _read_steps(conn, schema, ranks)
+        steps, step_notes = _read_steps(conn, schema, ranks, clock)
         notes += step_notes
         if not steps.empty:
             steps, breakdown_notes = _add_breakdown(conn, schema, located, steps, busy, rank_of)
             notes += breakdown_notes
         devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
         metadata, info_notes = _metadata(conn, schema, located, devices, ranks)
+        metadata["time_origin_us"] = clock.origin_us
         notes += info_notes
     if tasks.empty and steps.empty:
         raise ProfileError(
@@ -437,7 +441,11 @@ def _text(values: pd.Series) -> pd.Series:
 
 
 def _build_tasks(
-    db: Path, raw: pd.DataFrame, comm_ops: pd.DataFrame, rank_of: dict[int, int]
+    db: Path,
+    raw: pd.DataFrame,
+    comm_ops: pd.DataFrame,
+    rank_of: dict[int, int],
+    clock: TimeBase,
 ) -> tuple[pd.DataFrame, _Busy, list[str]]:
     """The canonical tasks table, the busy intervals a breakdown is checked against, notes."""
     notes: list[str] = []
@@ -513,8 +521,8 @@ def _build_tasks(
             "op_type": tasks["op_type"].astype(object),
             "core": tasks["core"].astype(object),
             "category": _categorize(tasks["core"], tasks["name"]),
-            # Durations from the integer difference: epoch µs in float64 keep only ~0.25 µs.
-            "start_us": tasks["start_ns"].to_numpy() / NS_PER_US,
+            # Exact: the origin is subtracted, and the duration taken, in integer ns.
+            "start_us": clock.from_ns(tasks["start_ns"].to_numpy(dtype=np.int64)),
             "dur_us": (tasks["end_ns"] - tasks["start_ns"]).to_numpy() / NS_PER_US,
             "input_shapes": tasks["input_shapes"].astype(object),
             "stream": tasks["stream"].astype(object),
@@ -591,7 +599,7 @@ def _categorize(core: pd.Series, name: pd.Series) -> pd.Series:
 
 
 def _read_steps(
-    conn: sqlite3.Connection, schema: _Schema, ranks: list[int]
+    conn: sqlite3.Connection, schema: _Schema, ranks: list[int], clock: TimeBase
 ) -> tuple[pd.DataFrame, list[str]]:
     """Step windows from STEP_TIME (torch_npu), else from MSTX step ranges.
 
@@ -613,19 +621,23 @@ def _read_steps(
         windows = _mstx_steps(conn, schema)
     if windows.empty:
         return _empty_steps(), [NO_STEP_MARKS_NOTE]
-    rows = [
-        {
-            "rank": rank,
-            "step": int(w.step),
-            "start_us": w.start_ns / NS_PER_US,
-            "end_us": w.end_ns / NS_PER_US,
-            "start_ns": int(w.start_ns),
-            "end_ns": int(w.end_ns),
-        }
+    start_ns = windows["start_ns"].to_numpy(dtype=np.int64)
+    end_ns = windows["end_ns"].to_numpy(dtype=np.int64)
+    start_us, end_us = clock.from_ns(start_ns), clock.from_ns(end_ns)
+    frames = [
+        pd.DataFrame(
+            {
+                "rank": np.full(len(windows), rank, dtype=np.int64),
+                "step": windows["step"].to_numpy(dtype=np.int64),
+                "start_us": start_us,
+                "end_us": end_us,
+                "start_ns": start_ns,
+                "end_ns": end_ns,
+            }
+        )
         for rank in (ranks or [0])
-        for w in windows.itertuples(index=False)
     ]
-    return pd.DataFrame(rows), []
+    return pd.concat(frames, ignore_index=True), []
 
 
 def _mstx_steps(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:

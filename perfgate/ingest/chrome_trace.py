@@ -12,7 +12,10 @@ Two sources share the Chrome trace event format and this module:
 
 Events are streamed with ijson (gzip through :func:`gzip.open`) into columns; the file is never
 loaded whole. Times are kept as integer nanoseconds while reading (``ts`` strings and decimals
-are exact there) and become float64 µs in the canonical tables (see :mod:`perfgate.model`).
+are exact there) and become float64 µs in the canonical tables through the profile's
+:class:`~perfgate.model.TimeBase`: epoch µs (Ascend timelines, some Kineto traces) are stored as
+µs since ``metadata["time_origin_us"]``, the origin subtracted in integer ns (see
+:mod:`perfgate.model`); a trace clock below 1e15 µs keeps its values (origin 0).
 
 Kineto tables:
 
@@ -62,7 +65,7 @@ from perfgate.ingest.categories import (
     cuda_category,
     cuda_copy_direction,
 )
-from perfgate.model import CPU_OPS, DEVICE_TASKS, NO_STEP_MARKS_NOTE, Profile
+from perfgate.model import CPU_OPS, DEVICE_TASKS, NO_STEP_MARKS_NOTE, Profile, TimeBase
 
 KINETO = "kineto"
 ASCEND_TIMELINE = "ascend_timeline"
@@ -140,8 +143,11 @@ def detect(path: Path) -> bool:
     return False
 
 
-def read(path: Path) -> Profile:
+def read(path: Path, *, clock: TimeBase | None = None) -> Profile:
     """Read a torch.profiler trace (file or directory) or an Ascend timeline.
+
+    ``clock`` is the time base of a profile this trace is part of (torch_npu's
+    ``trace_view.json`` next to ``kernel_details.csv``); by default the trace has its own.
 
     Raises:
         ProfileError: the file is missing, truncated or not JSON; a JSON object has no
@@ -150,21 +156,24 @@ def read(path: Path) -> Profile:
             same rank.
     """
     path = Path(path)
+    clock = clock if clock is not None else TimeBase()
     if path.is_dir():
-        return _read_kineto_dir(path)
+        return _read_kineto_dir(path, clock)
     if not path.exists():
         raise ProfileError(path, "no such file or directory")
     trace = _read_trace(path)
     if trace.layout == "array" and trace.is_ascend():
-        return _ascend_profile(path, trace)
-    return _kineto_profile(path, [(path, trace)])
+        return _ascend_profile(path, trace, clock)
+    return _kineto_profile(path, [(path, trace)], clock)
 
 
-def profiler_step_windows(path: Path) -> pd.DataFrame:
+def profiler_step_windows(path: Path, *, clock: TimeBase | None = None) -> pd.DataFrame:
     """The ``ProfilerStep#N`` windows of a Chrome trace (``trace_view.json``, a Kineto trace).
 
     Returns columns ``step`` (Int64), ``start_us``, ``end_us`` (float64, the event's
-    ``[ts, ts + dur)``), sorted by step; no rows when the trace has no step marks.
+    ``[ts, ts + dur)`` in µs since ``clock``'s origin, or the trace's own time base;
+    ``frame.attrs["time_origin_us"]`` says which), sorted by step; no rows when the trace has
+    no step marks.
 
     Raises:
         ProfileError: as :func:`read` for a file that is not a readable trace, or when one step
@@ -178,13 +187,16 @@ def profiler_step_windows(path: Path) -> pd.DataFrame:
         raise ProfileError(
             path, f"ProfilerStep#{step} is marked twice", column="name", expected="one per step"
         )
-    return pd.DataFrame(
+    clock = clock if clock is not None else TimeBase()
+    frame = pd.DataFrame(
         {
-            "step": windows["step"].astype("Int64"),
-            "start_us": windows["start_ns"] / _NS_PER_US,
-            "end_us": windows["end_ns"] / _NS_PER_US,
+            "step": windows["step"].astype("Int64").reset_index(drop=True),
+            "start_us": clock.from_ns(windows["start_ns"].to_numpy(dtype=np.int64)),
+            "end_us": clock.from_ns(windows["end_ns"].to_numpy(dtype=np.int64)),
         }
-    ).reset_index(drop=True)
+    )
+    frame.attrs["time_origin_us"] = clock.origin_us
+    return frame
 
 
 def top_level_mask(ops: pd.DataFrame) -> pd.Series:
@@ -499,13 +511,13 @@ def _steps_in_window(starts_ns: np.ndarray, windows: pd.DataFrame) -> ExtensionA
     return result
 
 
-def _steps_table(rank: int, windows: pd.DataFrame) -> pd.DataFrame:
+def _steps_table(rank: int, windows: pd.DataFrame, clock: TimeBase) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": np.full(len(windows), rank, dtype="int64"),
             "step": windows["step"].astype("Int64").to_numpy(),
-            "start_us": windows["start_ns"].to_numpy() / _NS_PER_US,
-            "end_us": windows["end_ns"].to_numpy() / _NS_PER_US,
+            "start_us": clock.from_ns(windows["start_ns"].to_numpy(dtype=np.int64)),
+            "end_us": clock.from_ns(windows["end_ns"].to_numpy(dtype=np.int64)),
         }
     )
 
@@ -522,7 +534,7 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_kineto_dir(directory: Path) -> Profile:
+def _read_kineto_dir(directory: Path, clock: TimeBase) -> Profile:
     files = sorted(
         p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES)
     )
@@ -545,10 +557,10 @@ def _read_kineto_dir(directory: Path) -> Profile:
                 )
             yield file, trace
 
-    return _kineto_profile(directory, traces())
+    return _kineto_profile(directory, traces(), clock)
 
 
-def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]]) -> Profile:
+def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: TimeBase) -> Profile:
     """One rank per trace: ``distributedInfo.rank``, else the trace's place in file order."""
     tasks: list[pd.DataFrame] = []
     steps: list[pd.DataFrame] = []
@@ -575,11 +587,11 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]]) -> Profil
             )
         device_events = trace.events["cat"].isin(GPU_EVENT_CATS)
         if device_events.any():
-            rank_tasks = _gpu_tasks(trace.events.loc[device_events], windows, rank)
+            rank_tasks = _gpu_tasks(trace.events.loc[device_events], windows, rank, clock)
             devices += _gpu_device_names(trace.header, trace.events.loc[device_events])
             cpu_basis.append(False)
         else:
-            rank_tasks = _cpu_tasks(trace.events, windows, rank)
+            rank_tasks = _cpu_tasks(trace.events, windows, rank, clock)
             cpu_basis.append(True)
         if rank_tasks.empty and windows.empty:
             raise ProfileError(
@@ -597,7 +609,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]]) -> Profil
                 "ProfilerStep window (step left empty)"
             )
         tasks.append(rank_tasks)
-        steps.append(_steps_table(rank, windows))
+        steps.append(_steps_table(rank, windows, clock))
         versions |= {str(trace.header[k]) for k in _TORCH_VERSION_KEYS if k in trace.header}
     if len(set(cpu_basis)) > 1:
         raise ProfileError(
@@ -611,6 +623,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]]) -> Profil
     metadata: dict[str, Any] = {
         "ranks": sorted(owner),
         "task_basis": CPU_OPS if cpu_basis[0] else DEVICE_TASKS,
+        "time_origin_us": clock.origin_us,
     }
     device = "cpu" if cpu_basis[0] else ", ".join(dict.fromkeys(devices))
     if device:  # a GPU trace without deviceProperties does not say which GPU
@@ -633,7 +646,9 @@ def _kineto_rank(header: dict[str, Any], order: int) -> int:
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else order
 
 
-def _gpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.DataFrame:
+def _gpu_tasks(
+    events: pd.DataFrame, windows: pd.DataFrame, rank: int, clock: TimeBase
+) -> pd.DataFrame:
     names = events["name"]
     cats = events["cat"]
     pairs = pd.unique(pd.Series(list(zip(cats, names)), dtype=object))
@@ -650,7 +665,7 @@ def _gpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.Dat
             "op_type": names.to_numpy(),
             "core": cats.to_numpy(),
             "category": [category[pair] for pair in zip(cats, names)],
-            "start_us": starts / _NS_PER_US,
+            "start_us": clock.from_ns(starts),
             "dur_us": events["dur_us"].to_numpy(),
             "direction": pd.Series(direction, dtype=object).to_numpy(),
             "stream": events["stream"].to_numpy(),
@@ -670,7 +685,9 @@ def _gpu_device_names(header: dict[str, Any], device_events: pd.DataFrame) -> li
     return list(by_id.values())[:1]
 
 
-def _cpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.DataFrame:
+def _cpu_tasks(
+    events: pd.DataFrame, windows: pd.DataFrame, rank: int, clock: TimeBase
+) -> pd.DataFrame:
     ops = events.loc[(events["cat"] == "cpu_op") & ~events["name"].str.match(_PROFILER_STEP)]
     ops = ops.loc[top_level_mask(ops)]
     names = ops["name"]
@@ -684,7 +701,7 @@ def _cpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.Dat
             "op_type": names.to_numpy(),
             "core": np.full(len(ops), "cpu", dtype=object),
             "category": names.map(category).to_numpy(),
-            "start_us": starts / _NS_PER_US,
+            "start_us": clock.from_ns(starts),
             "dur_us": ops["dur_us"].to_numpy(),
         }
     )
@@ -698,7 +715,7 @@ def _cpu_tasks(events: pd.DataFrame, windows: pd.DataFrame, rank: int) -> pd.Dat
 # ---------------------------------------------------------------------------------------------
 
 
-def _ascend_profile(path: Path, trace: _Trace) -> Profile:
+def _ascend_profile(path: Path, trace: _Trace, clock: TimeBase) -> Profile:
     events = trace.events
     hardware = trace.pids_named(ASCEND_HARDWARE)
     rank_of = _ascend_ranks(trace, hardware)
@@ -718,11 +735,11 @@ def _ascend_profile(path: Path, trace: _Trace) -> Profile:
             "msprof_*.json)",
         )
     ranks = sorted(set(rank_of.values())) or [0]
-    tasks = _ascend_tasks(device_events, windows, rank_of)
+    tasks = _ascend_tasks(device_events, windows, rank_of, clock)
     overlap = events.loc[events["pid"].isin(trace.pids_named(OVERLAP_ANALYSIS))]
     steps = _concat(
         [
-            _ascend_steps(rank, windows, overlap, rank_of, has_overlap=bool(len(overlap)))
+            _ascend_steps(rank, windows, overlap, rank_of, clock, has_overlap=bool(len(overlap)))
             for rank in ranks
         ]
     )
@@ -738,7 +755,11 @@ def _ascend_profile(path: Path, trace: _Trace) -> Profile:
         path=str(path),
         tasks=tasks,
         steps=steps,
-        metadata={"ranks": ranks, "task_basis": DEVICE_TASKS},
+        metadata={
+            "ranks": ranks,
+            "task_basis": DEVICE_TASKS,
+            "time_origin_us": clock.origin_us,
+        },
         notes=notes,
     )
 
@@ -765,7 +786,10 @@ def _ascend_ranks(trace: _Trace, hardware: list[str]) -> dict[str, int]:
 
 
 def _ascend_tasks(
-    device_events: pd.DataFrame, windows: pd.DataFrame, rank_of: dict[str, int]
+    device_events: pd.DataFrame,
+    windows: pd.DataFrame,
+    rank_of: dict[str, int],
+    clock: TimeBase,
 ) -> pd.DataFrame:
     names = device_events["name"]
     core = device_events["task_type"].fillna("N/A").astype(str)
@@ -788,7 +812,7 @@ def _ascend_tasks(
             "op_type": names.map(op_types).to_numpy(),
             "core": core.to_numpy(),
             "category": categorize(core, names).to_numpy(),
-            "start_us": starts / _NS_PER_US,
+            "start_us": clock.from_ns(starts),
             "dur_us": device_events["dur_us"].to_numpy(),
             "stream": device_events["stream"].fillna(device_events["tid"]).to_numpy(),
         }
@@ -800,6 +824,7 @@ def _ascend_steps(
     windows: pd.DataFrame,
     overlap: pd.DataFrame,
     rank_of: dict[str, int],
+    clock: TimeBase,
     *,
     has_overlap: bool,
 ) -> pd.DataFrame:
@@ -809,7 +834,7 @@ def _ascend_steps(
     to the step whose ``[start, end)`` holds its ``ts``; Preparing is the first Computing or
     Communication event's start minus the step start (clamped at 0; NaN when the step has none).
     """
-    steps = _steps_table(rank, windows)
+    steps = _steps_table(rank, windows, clock)
     if not has_overlap or windows.empty:
         return steps
     mine = overlap.loc[overlap["pid"].map(rank_of).fillna(0).astype("int64") == rank]

@@ -12,6 +12,10 @@ What comes from where:
   ``Iteration End``) when present, else none (one window);
 - ``metadata["op_statistic"]`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
 
+Time stamps (``Task Start Time(us)``, ``task_start(us)``, ``Iteration End(us)``) are read exactly
+by one :class:`~perfgate.model.TimeBase` for the whole profile: epoch µs become µs since
+``metadata["time_origin_us"]`` (see :mod:`perfgate.model`).
+
 File names follow msprof's grammar (msprof-formats.md §1.3)
 ``{type}[_{device}[_{model}][_{iteration}]][_slice_{n}]_{YYYYmmddHHMMSS}.csv``: slices of one
 export are merged, and when a folder holds several exports only the newest is read.
@@ -44,6 +48,7 @@ from perfgate.model import (
     STEP_COLUMNS,
     TASK_COLUMNS,
     Profile,
+    TimeBase,
     empty_steps,
     empty_tasks,
 )
@@ -72,13 +77,13 @@ TASK_TIME_COLUMNS = (
     CsvColumn("stream", "stream_id", "text"),
     CsvColumn("task_id", "task_id", "text"),
     CsvColumn("dur_us", "task_time(us)", "float", value_required=True),
-    CsvColumn("start_us", "task_start(us)", "float", value_required=True),
+    CsvColumn("start_us", "task_start(us)", "time", value_required=True),
 )
 
 STEP_TRACE_COLUMNS = (
     CsvColumn("device_id", "Device_id", "int", header_required=False),
     CsvColumn("step", "Iteration ID", "int", value_required=True),
-    CsvColumn("end_us", "Iteration End(us)", "float", value_required=True),
+    CsvColumn("end_us", "Iteration End(us)", "time", value_required=True),
     CsvColumn("iteration_us", "Iteration Time(us)", "float", value_required=True),
     CsvColumn("model_id", "Model ID", "int", header_required=False),
 )
@@ -220,6 +225,8 @@ class _Part:
     notes: list[str] = field(default_factory=list)
     # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
     task_time_read: bool = False
+    # One time origin for every file of the profile.
+    clock: TimeBase = field(default_factory=TimeBase)
 
 
 def read(path: Path) -> Profile:
@@ -237,7 +244,7 @@ def read(path: Path) -> Profile:
             raise ProfileError(
                 path, "not an msprof summary CSV", expected="op_summary_<YYYYmmddHHMMSS>.csv"
             )
-        part.tasks.append(_read_op_summary(export, None))
+        part.tasks.append(_read_op_summary(export, None, part.clock))
         part.notes.append(f"read {path.name} alone: tasks only in task_time_*.csv are not shown")
     else:
         folders = _export_folders(path) if path.is_dir() else []
@@ -265,6 +272,7 @@ def read(path: Path) -> Profile:
         "export_type": "text",
         "ranks": sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])}),
         "copy_visible": part.task_time_read,
+        "time_origin_us": part.clock.origin_us,
     }
     if part.op_statistic:
         metadata["op_statistic"] = pd.concat(part.op_statistic, ignore_index=True)
@@ -289,8 +297,8 @@ def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
                 f"{folder}: {len(older)} older {kind} export file(s) ignored "
                 f"({', '.join(f.path.name for f in older)}); read the export of {newest[0].stamp}"
             )
-    op_summary = [_read_op_summary(f, device) for f in chosen.get("op_summary", [])]
-    task_time = [_read_task_time(f, device) for f in chosen.get("task_time", [])]
+    op_summary = [_read_op_summary(f, device, part.clock) for f in chosen.get("op_summary", [])]
+    task_time = [_read_task_time(f, device, part.clock) for f in chosen.get("task_time", [])]
     part.task_time_read = part.task_time_read or bool(task_time)
     ops = concat_frames(op_summary)
     if task_time:
@@ -302,7 +310,7 @@ def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
     if not op_summary:
         part.notes.append(f"{folder}: no op_summary_*.csv; tasks from task_time_*.csv only")
     for f in chosen.get("step_trace", []):
-        steps, notes = _read_step_trace(f, device)
+        steps, notes = _read_step_trace(f, device, part.clock)
         part.steps.append(steps)
         part.notes.extend(notes)
     for f in chosen.get("op_statistic", []):
@@ -323,15 +331,19 @@ def _rank_column(raw: pd.DataFrame, fallback: int | None) -> pd.Series:
     return pd.Series(default, index=raw.index, dtype="int64")
 
 
-def _read_op_summary(export: ExportFile, device: int | None) -> pd.DataFrame:
-    raw = read_csv_columns(export.path, task_columns(OP_SUMMARY), what="an msprof op_summary CSV")
+def _read_op_summary(export: ExportFile, device: int | None, clock: TimeBase) -> pd.DataFrame:
+    raw = read_csv_columns(
+        export.path, task_columns(OP_SUMMARY), what="an msprof op_summary CSV", clock=clock
+    )
     tasks, _ = ascend_tasks(raw)
     tasks["rank"] = _rank_column(raw, _file_rank(export, device))
     return tasks
 
 
-def _read_task_time(export: ExportFile, device: int | None) -> pd.DataFrame:
-    raw = read_csv_columns(export.path, TASK_TIME_COLUMNS, what="an msprof task_time CSV")
+def _read_task_time(export: ExportFile, device: int | None, clock: TimeBase) -> pd.DataFrame:
+    raw = read_csv_columns(
+        export.path, TASK_TIME_COLUMNS, what="an msprof task_time CSV", clock=clock
+    )
     raw = raw[~raw["core"].isin(PROFILER_CONTROL_TASKS)]
     # Non-operator tasks have kernel_name N/A: their type is their name.
     raw = raw.assign(op_type=raw["name"].fillna(raw["core"]))
@@ -380,13 +392,17 @@ def _canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
     return tasks[keep]
 
 
-def _read_step_trace(export: ExportFile, device: int | None) -> tuple[pd.DataFrame, list[str]]:
+def _read_step_trace(
+    export: ExportFile, device: int | None, clock: TimeBase
+) -> tuple[pd.DataFrame, list[str]]:
     """step_trace CSV → steps with windows [Iteration End − Iteration Time, Iteration End].
 
     With several graphs (``Model ID``) the iterations of the one covering the most time are
     used: iteration ids restart per model and steps must be unique per rank.
     """
-    raw = read_csv_columns(export.path, STEP_TRACE_COLUMNS, what="an msprof step_trace CSV")
+    raw = read_csv_columns(
+        export.path, STEP_TRACE_COLUMNS, what="an msprof step_trace CSV", clock=clock
+    )
     notes: list[str] = []
     raw["rank"] = _rank_column(raw, _file_rank(export, device))
     if "model_id" in raw.columns and raw["model_id"].nunique() > 1:

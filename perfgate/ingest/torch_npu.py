@@ -20,6 +20,9 @@ What comes from where:
 - rank ← ``rank_id`` of ``profiler_info*.json``, else the ``{rank}`` in its file name, else the
   ``Device_id`` column, else 0.
 
+Times: kernel_details.csv and trace_view.json share one :class:`~perfgate.model.TimeBase`, so
+epoch µs are µs since ``metadata["time_origin_us"]`` in every table (see :mod:`perfgate.model`).
+
 A directory exported with ``export_type=db`` (only ``.db`` files) is not detected here: the
 SQLite reader takes it.
 """
@@ -56,6 +59,7 @@ from perfgate.model import (
     TASK_COLUMNS,
     Category,
     Profile,
+    TimeBase,
     empty_steps,
     empty_tasks,
 )
@@ -172,16 +176,17 @@ def read(path: Path) -> Profile:
             (neither tasks nor steps) could be read.
     """
     path = Path(path)
+    clock = TimeBase()
     if path.is_file():
         kind = _file_kind(path)
         if kind == _CLUSTER:
             return _read_cluster_step_trace(path)
         if kind == _STEP_TRACE:
             steps, notes = _read_step_trace(path, None)
-            return _lone_file_profile(path, _RankData(steps=steps, notes=notes))
+            return _lone_file_profile(path, _RankData(steps=steps, notes=notes), clock)
         if kind == _KERNEL_DETAILS:
-            tasks, notes = _read_kernel_details(path, None)
-            return _lone_file_profile(path, _RankData(tasks=tasks, notes=notes))
+            tasks, notes = _read_kernel_details(path, None, clock)
+            return _lone_file_profile(path, _RankData(tasks=tasks, notes=notes), clock)
         raise ProfileError(
             path,
             "not a torch_npu CSV",
@@ -192,7 +197,7 @@ def read(path: Path) -> Profile:
     output = _output_dir(path)
     if output is not None:
         rank_dir = output.parent if output.name == OUTPUT_DIR else output
-        return _profile(path, [_read_rank_dir(rank_dir, output)])
+        return _profile(path, [_read_rank_dir(rank_dir, output, clock)], clock)
     rank_dirs = _rank_dirs(path)
     if not rank_dirs and (path / CLUSTER_STEP_TRACE_CSV).is_file():
         # msprof-analyze's cluster_analysis_output/ folder
@@ -210,8 +215,8 @@ def read(path: Path) -> Profile:
             "holds no text export (kernel_details.csv / step_trace_time.csv) while other ranks do",
             expected="every rank exported with the same export_type",
         )
-    ranks = [_read_rank_dir(d, o) for d, o in rank_dirs]
-    return _profile(path, ranks)
+    ranks = [_read_rank_dir(d, o, clock) for d, o in rank_dirs]
+    return _profile(path, ranks, clock)
 
 
 @dataclass
@@ -227,7 +232,7 @@ class _RankData:
     op_statistic: pd.DataFrame | None = None
 
 
-def _read_rank_dir(rank_dir: Path, output: Path) -> _RankData:
+def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
     info_path = _profiler_info_path(rank_dir)
     info = read_json_object(info_path) if info_path is not None else {}
     rank = _rank_from_info(info, info_path)
@@ -251,7 +256,7 @@ def _read_rank_dir(rank_dir: Path, output: Path) -> _RankData:
             "was the profiler's analyse step run?",
         )
     if kernel_details.is_file():
-        data.tasks, notes = _read_kernel_details(kernel_details, rank)
+        data.tasks, notes = _read_kernel_details(kernel_details, rank, clock)
         data.notes += notes
     else:
         data.notes.append(
@@ -262,7 +267,7 @@ def _read_rank_dir(rank_dir: Path, output: Path) -> _RankData:
         data.steps, notes = _read_step_trace(step_trace, rank)
         data.notes += notes
     if trace_view.is_file():
-        data.steps, copies = _from_trace_view(trace_view, data.steps, rank)
+        data.steps, copies = _from_trace_view(trace_view, data.steps, rank, clock)
         if not data.tasks.empty and not copies.empty:
             data.tasks = concat_frames([data.tasks, copies])
         data.metadata["copy_visible"] = True
@@ -281,7 +286,7 @@ def _read_rank_dir(rank_dir: Path, output: Path) -> _RankData:
     return data
 
 
-def _profile(path: Path, ranks: list[_RankData]) -> Profile:
+def _profile(path: Path, ranks: list[_RankData], clock: TimeBase) -> Profile:
     """Merge the per-rank data into one Profile (ranks resolved, duplicates refused)."""
     _resolve_ranks(ranks)
     notes: list[str] = []
@@ -297,12 +302,13 @@ def _profile(path: Path, ranks: list[_RankData]) -> Profile:
     statistics = [d.op_statistic for d in ranks if d.op_statistic is not None]
     if statistics:
         metadata["op_statistic"] = pd.concat(statistics, ignore_index=True)
+    metadata["time_origin_us"] = clock.origin_us
     return _finish(path, SOURCE, tasks, steps, metadata, notes)
 
 
-def _lone_file_profile(path: Path, data: _RankData) -> Profile:
+def _lone_file_profile(path: Path, data: _RankData, clock: TimeBase) -> Profile:
     data.where = path
-    return _profile(path, [data])
+    return _profile(path, [data], clock)
 
 
 def _finish(
@@ -329,11 +335,13 @@ def _finish(
 # --------------------------------------------------------------------------- kernel_details
 
 
-def _read_kernel_details(path: Path, rank: int | None) -> tuple[pd.DataFrame, list[str]]:
+def _read_kernel_details(
+    path: Path, rank: int | None, clock: TimeBase
+) -> tuple[pd.DataFrame, list[str]]:
     """kernel_details.csv → canonical tasks (``rank`` = ``rank`` if known, else Device_id, else
     filled later)."""
     raw = read_csv_columns(
-        path, task_columns(KERNEL_DETAILS), what="a torch_npu kernel_details.csv"
+        path, task_columns(KERNEL_DETAILS), what="a torch_npu kernel_details.csv", clock=clock
     )
     tasks, notes = ascend_tasks(raw)
     if rank is not None:
@@ -418,19 +426,22 @@ def _read_cluster_step_trace(path: Path) -> Profile:
     ranks["end_us"] = float("nan")
     steps = ranks[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS]].reset_index(drop=True)
     notes.append(f"{path.name} has steps only: no per-task or per-operator data")
-    metadata: dict[str, Any] = {"ranks": sorted(int(r) for r in steps["rank"].unique())}
+    metadata: dict[str, Any] = {
+        "ranks": sorted(int(r) for r in steps["rank"].unique()),
+        "time_origin_us": 0,  # no time stamps
+    }
     return _finish(path, CLUSTER_SOURCE, empty_tasks(), steps, metadata, notes)
 
 
 def _from_trace_view(
-    trace_view: Path, steps: pd.DataFrame, rank: int | None
+    trace_view: Path, steps: pd.DataFrame, rank: int | None, clock: TimeBase
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Step windows and copy tasks from ``trace_view.json``, read once.
 
     kernel_details.csv has the kernels; the timeline also has the memcpy / SDMA tasks that
     copy_ratio needs, and the ProfilerStep windows that give the step's wall span.
     """
-    timeline = chrome_trace.read(trace_view)
+    timeline = chrome_trace.read(trace_view, clock=clock)
     windows = timeline.steps.drop_duplicates("step")[["step", "start_us", "end_us"]]
     copies = timeline.tasks.loc[timeline.tasks["category"] == Category.COPY.value].copy()
     if rank is not None:

@@ -237,9 +237,12 @@ def load_msprof_run(run: MsprofRun) -> Profile:
 
     Each ``PROF_*`` directory is read by the msprof export reader (several are merged: one
     per process). When the command marked its steps, their windows replace the reader's steps
-    (warm-up steps flagged) and the notes say so; without marks the reader's steps stay.
+    (warm-up steps flagged) and the notes say so; without marks the reader's steps stay. The
+    marks are read in the profile's time base (``metadata["time_origin_us"]``), so windows and
+    task times are µs since one origin.
     """
     from perfgate.ingest import load_profile
+    from perfgate.model import TimeBase
 
     if not run.prof_dirs:
         raise PerfgateError(f"{run.out_dir}: the msprof run has no PROF_* directory to read")
@@ -249,7 +252,12 @@ def load_msprof_run(run: MsprofRun) -> Profile:
         return profile
     from perfgate.marks import read_step_marks
 
-    marks = read_step_marks(run.marks_path)
+    has_times = profile.tasks["start_us"].notna().any() or (
+        profile.steps[["start_us", "end_us"]].notna().any().any()
+    )
+    # The profile's origin when it has times; otherwise the marks choose theirs.
+    clock = TimeBase(int(profile.metadata.get("time_origin_us", 0)) if has_times else None)
+    marks = read_step_marks(run.marks_path, clock=clock)
     if marks.empty:
         profile.notes.append(f"{run.marks_path}: the command marked no finished step")
         return profile
@@ -259,23 +267,33 @@ def load_msprof_run(run: MsprofRun) -> Profile:
 def _merge(profiles: list[Profile], out_dir: Path) -> Profile:
     import pandas as pd
 
-    from perfgate.model import NO_STEP_MARKS_NOTE, Profile
+    from perfgate.model import NO_STEP_MARKS_NOTE, Profile, rebase_times
 
     first = profiles[0]
+    # One origin for the merged tables: each export was read with its own time base (the
+    # same one, unless an export's times are not epoch µs).
+    origins = [int(p.metadata.get("time_origin_us", 0)) for p in profiles]
+    origin = max(origins)
     notes = list(dict.fromkeys(n for p in profiles for n in p.notes if n != NO_STEP_MARKS_NOTE))
-    steps = pd.concat([p.steps for p in profiles], ignore_index=True)
+    steps = pd.concat(
+        [rebase_times(p.steps, o, origin) for p, o in zip(profiles, origins)], ignore_index=True
+    )
     if steps.empty:
         notes.append(NO_STEP_MARKS_NOTE)
     metadata: dict[str, Any] = {**first.metadata}
     metadata["ranks"] = sorted({r for p in profiles for r in p.metadata.get("ranks", [])})
     metadata["copy_visible"] = all(p.metadata.get("copy_visible", True) for p in profiles)
+    metadata["time_origin_us"] = origin
     statistics = [p.metadata["op_statistic"] for p in profiles if "op_statistic" in p.metadata]
     if statistics:
         metadata["op_statistic"] = pd.concat(statistics, ignore_index=True)
     return Profile(
         source=first.source,
         path=str(out_dir),
-        tasks=pd.concat([p.tasks for p in profiles], ignore_index=True),
+        tasks=pd.concat(
+            [rebase_times(p.tasks, o, origin) for p, o in zip(profiles, origins)],
+            ignore_index=True,
+        ),
         steps=steps,
         metadata=metadata,
         notes=notes,
@@ -317,7 +335,11 @@ def _with_step_marks(profile: Profile, marks: pd.DataFrame, marks_path: Path) ->
     tasks = profile.tasks.copy()
     # The windows decide which step a task belongs to.
     tasks["step"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
-    metadata = {**profile.metadata, "step_marks": str(marks_path)}
+    metadata = {
+        **profile.metadata,
+        "step_marks": str(marks_path),
+        "time_origin_us": int(marks.attrs.get("time_origin_us", 0)),
+    }
     return Profile(
         source=profile.source,
         path=profile.path,
