@@ -48,6 +48,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_report_options(parser: argparse.ArgumentParser, *, top: int, top_help: str) -> None:
+    """--format, --top and -o: the same for every command that prints a report."""
+    parser.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format. Default: table"
+    )
+    parser.add_argument(
+        "--top", type=_positive_int, default=top, metavar="N", help=f"{top_help}. Default: {top}"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="perfgate",
@@ -70,18 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a *_ascend_pt or PROF_* directory, a torch.profiler trace (.json/.json.gz), "
         "a timeline, kernel_details.csv, or an msprof/torch_npu .db",
     )
-    inspect.add_argument(
-        "--format", choices=FORMATS, default="table", help="output format. Default: table"
-    )
-    inspect.add_argument(
-        "--top",
-        type=_positive_int,
-        default=10,
-        metavar="N",
-        help="operators to list (table and md; json lists all unless given). Default: 10",
-    )
-    inspect.add_argument(
-        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+    _add_report_options(
+        inspect, top=10, top_help="operators to list (table and md; json lists all unless given)"
     )
     inspect.set_defaults(handler=_cmd_inspect)
 
@@ -105,9 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="perfgate.yaml or pyproject.toml. Default: the repository's",
     )
     compare.add_argument(
-        "--format", choices=FORMATS, default="table", help="output format. Default: table"
-    )
-    compare.add_argument(
         "--strict",
         action="store_true",
         help="exit 1 also for no-baseline, incomparable and unstable",
@@ -129,16 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=".",
         help="the git repository holding the baselines. Default: .",
     )
-    compare.add_argument(
-        "--top",
-        type=_positive_int,
-        default=5,
-        metavar="N",
-        help="operators to list per benchmark. Default: 5",
-    )
-    compare.add_argument(
-        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
-    )
+    _add_report_options(compare, top=5, top_help="operators to list per benchmark")
     compare.set_defaults(handler=_cmd_compare)
 
     baseline = commands.add_parser("baseline", help="record, list, show and prune baselines")
@@ -202,19 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         "summary or a PR comment. Exit status as for compare: 0 pass, 1 regression.",
     )
     report.add_argument("results", metavar="RESULTS", help="a perfgate.results JSON file")
-    report.add_argument(
-        "--format", choices=FORMATS, default="table", help="output format. Default: table"
-    )
-    report.add_argument(
-        "--top",
-        type=_positive_int,
-        default=5,
-        metavar="N",
-        help="operators to list per benchmark. Default: 5",
-    )
-    report.add_argument(
-        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
-    )
+    _add_report_options(report, top=5, top_help="operators to list per benchmark")
     report.set_defaults(handler=_cmd_report)
 
     hist = commands.add_parser(

@@ -344,14 +344,19 @@ def _read_kernel_details(
         path, task_columns(KERNEL_DETAILS), what="a torch_npu kernel_details.csv", clock=clock
     )
     tasks, notes = ascend_tasks(raw)
-    if rank is not None:
-        tasks["rank"] = rank
-    elif "device_id" in tasks.columns:
-        tasks["rank"] = tasks["device_id"]
-    else:
-        tasks["rank"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
+    _set_rank(tasks, rank)
     keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
     return tasks[keep], notes
+
+
+def _set_rank(frame: pd.DataFrame, rank: int | None) -> None:
+    """The rank column: the known rank, else the file's Device_id, else <NA> (filled later)."""
+    if rank is not None:
+        frame["rank"] = rank
+    elif "device_id" in frame.columns:
+        frame["rank"] = frame["device_id"]
+    else:
+        frame["rank"] = pd.array([pd.NA] * len(frame), dtype="Int64")
 
 
 # --------------------------------------------------------------------------- step traces
@@ -366,12 +371,7 @@ def _read_step_trace(path: Path, rank: int | None) -> tuple[pd.DataFrame, list[s
     ]
     raw = read_csv_columns(path, columns, what="a torch_npu step_trace_time.csv")
     notes = fill_missing_preparing(raw, path)
-    if rank is not None:
-        raw["rank"] = rank
-    elif "device_id" in raw.columns:
-        raw["rank"] = raw["device_id"]
-    else:
-        raw["rank"] = pd.array([pd.NA] * len(raw), dtype="Int64")
+    _set_rank(raw, rank)
     notes += _number_whole_window(raw, path)
     raw["start_us"] = float("nan")
     raw["end_us"] = float("nan")
