@@ -75,6 +75,10 @@ class PerfgateSession:
             baseline_ref=config.getoption("perfgate_baseline_ref"),
         )
         session.commit = session._commit_info()
+        if session.baseline_ref:
+            from perfgate.store.git import resolve
+
+            resolve(rootdir, session.baseline_ref)  # an unknown ref is a usage error, now
         if session.update and session.commit.get("dirty") and not session.allow_dirty:
             raise PerfgateError(
                 f"{rootdir}: the working tree has uncommitted changes, so HEAD "

@@ -255,3 +255,39 @@ def test_plugin_is_inert_and_light_without_the_flag(pytester: pytest.Pytester) -
     result = pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert os.environ.get("PERFGATE_STEP_MARKS") is None
+
+
+def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_quick="""
+        def test_loop(perfgate):
+            perfgate.run(lambda: sum(range(20000)), steps=5, warmup=1)
+        """
+    )
+    first = _commit_all(project.path, "quick benchmark")
+    recorded = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_quick.py"
+    )
+    recorded.assert_outcomes(passed=1)
+    _commit_all(project.path, "perfgate: baselines")
+    (project.path / "notes.txt").write_text("later work\n")
+    _commit_all(project.path, "later work")
+
+    result = project.runpytest_subprocess(
+        "--perfgate",
+        "--perfgate-profiler=none",
+        f"--perfgate-baseline-ref={first[:10]}",
+        "test_quick.py",
+    )
+    result.assert_outcomes(passed=1)
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    baseline = results["runs"][0]["comparison"]["baseline"]
+    assert baseline["commit"] == first
+    assert baseline["how"] == f"--baseline-ref {first[:10]}"
+    assert baseline["distance"] == 0
+
+    unknown = project.runpytest_subprocess("--perfgate", "--perfgate-baseline-ref=nosuchref")
+    assert unknown.ret == pytest.ExitCode.USAGE_ERROR
+    unknown.stderr.fnmatch_lines(["*perfgate:*nosuchref*"])
