@@ -20,7 +20,21 @@ import torch
 from torch import nn
 
 REGRESSION = os.environ.get("PERFGATE_EXAMPLE_REGRESSION", "")
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _device() -> str:
+    """An Ascend NPU when torch_npu is installed and sees one, else CUDA, else the CPU."""
+    try:
+        import torch_npu  # noqa: F401  (registers torch.npu)
+
+        if torch.npu.is_available():
+            return "npu"
+    except ImportError:
+        pass
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+DEVICE = _device()
 HOST_COPY_BYTES = 32 * 2**20
 
 
