@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfgate import __version__
 from perfgate.errors import PerfgateError
@@ -343,10 +343,23 @@ def _cmd_baseline_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _benchmark_envs(root: Path, benchmark: str, env: str | None) -> list[str]:
+    """The runner environments to look in: the one asked for, else every one that holds
+    baselines of ``benchmark`` (an error when there is none)."""
+    from perfgate.store.baselines import list_baselines
+
+    if env:
+        return [env]
+    envs = sorted({e.env for e in list_baselines(root) if e.benchmark == benchmark})
+    if not envs:
+        raise PerfgateError(f"{root}: no baselines of benchmark {benchmark!r}")
+    return envs
+
+
 def _cmd_baseline_show(args: argparse.Namespace) -> int:
     from perfgate.gate import store_root
     from perfgate.report.baseline import render_baseline
-    from perfgate.store.baselines import history, list_baselines, read_baseline
+    from perfgate.store.baselines import history, read_baseline
     from perfgate.store.git import baseline_candidates
 
     settings = _settings(args)
@@ -355,13 +368,7 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
         record = read_baseline(target)
     else:
         root = store_root(Path(args.repo), settings)
-        envs = (
-            [args.env]
-            if args.env
-            else sorted({e.env for e in list_baselines(root) if e.benchmark == args.target})
-        )
-        if not envs:
-            raise PerfgateError(f"{root}: no baselines of benchmark {args.target!r}")
+        envs = _benchmark_envs(root, args.target, args.env)
         if len(envs) > 1:
             raise UsageError(
                 f"benchmark {args.target!r} has baselines for several envs "
@@ -407,44 +414,32 @@ def _cmd_baseline_prune(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from perfgate.analysis.compare import format_value
+    from perfgate.analysis.compare import format_value, sample_median
     from perfgate.gate import store_root
-    from perfgate.store.baselines import history, list_baselines
+    from perfgate.store.baselines import history
     from perfgate.store.git import baseline_candidates
 
     settings = _settings(args)
     root = store_root(Path(args.repo), settings)
-    envs = (
-        [args.env]
-        if args.env
-        else sorted({e.env for e in list_baselines(root) if e.benchmark == args.benchmark})
-    )
-    if not envs:
-        raise PerfgateError(f"{root}: no baselines of benchmark {args.benchmark!r}")
+    envs = _benchmark_envs(root, args.benchmark, args.env)
     depth = args.max_depth or settings.baseline.max_depth
     candidates = baseline_candidates(
         Path(args.repo), baseline_branch=settings.baseline.branch, max_depth=depth
     )
-    import numpy as np
-
     for env in envs:
         found = history(root, args.benchmark, env, candidates, limit=depth)
         rows = []
         for f in found:
             samples = f.record.get("samples", {})
-
-            def median(name: str, samples: dict[str, Any] = samples) -> float:
-                values = [v for v in samples.get(name, []) if v is not None]
-                return float(np.median(values)) if values else float("nan")
-
             rows.append(
                 [
                     f.candidate.sha[:12],
                     f.candidate.distance,
                     f.record.get("created", ""),
-                    format_value("step_time_us", median("step_time_us")),
-                    format_value("utilization", median("utilization")),
-                    format_value("copy_ratio", median("copy_ratio")),
+                    *(
+                        format_value(name, sample_median(samples.get(name, [])))
+                        for name in ("step_time_us", "utilization", "copy_ratio")
+                    ),
                     len(samples.get("step_time_us", [])),
                 ]
             )

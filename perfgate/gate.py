@@ -4,13 +4,14 @@ record new baselines. One gate, two doors (DESIGN §2).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.analysis.compare import NO_BASELINE, Comparison, compare_runs
+from perfgate.analysis.compare import NO_BASELINE, Comparison, compare_runs, sample_median
 from perfgate.config import Settings
 from perfgate.errors import PerfgateError
 from perfgate.store.baselines import (
@@ -125,13 +126,11 @@ def gate_against_store(
 
 def measured(record: dict[str, Any]) -> dict[str, float | int | None]:
     """Median of each metric of a run, and its step count: what a run shows on its own."""
-    import numpy as np
-
     samples = record.get("samples", {})
     out: dict[str, float | int | None] = {}
     for name in ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio"):
-        values = [v for v in samples.get(name, []) if v is not None]
-        out[name] = float(np.median(values)) if values else None
+        value = sample_median(samples.get(name, []))
+        out[name] = None if math.isnan(value) else value
     out["steps"] = len(samples.get("step_time_us", []))
     return out
 

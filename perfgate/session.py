@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from perfgate.analysis.compare import NO_BASELINE, Comparison
+from perfgate.analysis.compare import NO_BASELINE, Comparison, sample_median
 from perfgate.config import Settings, load_settings
 from perfgate.errors import PerfgateError
 from perfgate.runs import RESULTS_FORMAT, RESULTS_FORMAT_VERSION
@@ -235,7 +235,7 @@ class PerfgateSession:
         for result in self.results:
             samples = result.record.get("samples", {})
             comparison = result.comparison
-            step = _median(samples.get("step_time_us", []))
+            step = sample_median(samples.get("step_time_us", []))
             change = "—"
             baseline = "—"
             if comparison is not None:
@@ -255,8 +255,8 @@ class PerfgateSession:
                     verdict.upper() if verdict in ("regression", "error") else verdict,
                     format_value("step_time_us", step),
                     change,
-                    format_value("utilization", _median(samples.get("utilization", []))),
-                    format_value("copy_ratio", _median(samples.get("copy_ratio", []))),
+                    format_value("utilization", sample_median(samples.get("utilization", []))),
+                    format_value("copy_ratio", sample_median(samples.get("copy_ratio", []))),
                     baseline,
                 ]
             )
@@ -273,13 +273,6 @@ class PerfgateSession:
             ],
             disable_numparse=True,
         )
-
-
-def _median(values: list[Any]) -> float:
-    import numpy as np
-
-    clean = [v for v in values if v is not None]
-    return float(np.median(clean)) if clean else float("nan")
 
 
 def benchmark_name(nodeid: str, originalname: str, callspec_id: str | None) -> str:

@@ -621,7 +621,8 @@ def describe_operator(o: OperatorDelta) -> str:
     return text
 
 
-def _median(samples: Sequence[float | None]) -> float:
+def sample_median(samples: Sequence[float | None]) -> float:
+    """Median of per-step samples, ``None``/NaN left out; NaN when nothing is left."""
     clean = _clean(samples)
     return float(np.median(clean)) if clean.size else float("nan")
 
@@ -656,7 +657,9 @@ def compare_runs(
     for rule in metrics:
         if not rule.gate and not (base_samples.get(rule.metric) and cur_samples.get(rule.metric)):
             continue
-        history_medians = [_median(h.get("samples", {}).get(rule.metric, [])) for h in history]
+        history_medians = [
+            sample_median(h.get("samples", {}).get(rule.metric, [])) for h in history
+        ]
         comparison.metrics.append(
             judge_metric(
                 rule,
@@ -673,12 +676,15 @@ def compare_runs(
         if base_samples.get("profiled_step_time_us") and cur_samples.get("profiled_step_time_us")
         else "step_time_us"
     )
-    step_delta = _median(cur_samples.get(step_key, [])) - _median(base_samples.get(step_key, []))
+    step_delta = sample_median(cur_samples.get(step_key, [])) - sample_median(
+        base_samples.get(step_key, [])
+    )
     comparison.breakdown_delta_us = {
         name: round(delta, 3)
         for name in _BREAKDOWN_WORDS
         if not math.isnan(
-            delta := _median(cur_samples.get(name, [])) - _median(base_samples.get(name, []))
+            delta := sample_median(cur_samples.get(name, []))
+            - sample_median(base_samples.get(name, []))
         )
     }
     comparison.operators = operator_deltas(
