@@ -11,8 +11,8 @@ import math
 import pandas as pd
 import pytest
 
-from perfgate.analysis.intervals import merge, union_length
 from perfgate.analysis.metrics import analyze, assign_steps, operator_table, step_metrics
+from perfgate.intervals import merge, union_length
 from perfgate.model import Profile, empty_steps
 
 

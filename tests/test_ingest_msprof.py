@@ -125,7 +125,14 @@ def test_no_step_trace_means_one_window_with_a_note() -> None:
 def test_op_statistic_goes_to_metadata() -> None:
     statistic = read(PROF).metadata["op_statistic"]
     assert statistic.to_dict("records") == [
-        {"rank": 0, "op_type": "main_kernel", "core": "MIX_AIC", "count": 3, "total_us": 260794.52}
+        {
+            "rank": 0,
+            "op_type": "main_kernel",
+            "core": "MIX_AIC",
+            "category": "compute",
+            "count": 3,
+            "total_us": 260794.52,
+        }
     ]
 
 

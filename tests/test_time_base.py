@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfgate.analysis.intervals import merge, union_length
 from perfgate.ingest.ascend_csv import CsvColumn, read_csv_columns
+from perfgate.intervals import merge, union_length
 from perfgate.model import (
     EPOCH_ORIGIN_US,
     TimeBase,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfgate.analysis.intervals import clip, union_length
+from perfgate.intervals import clip, union_length
 from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile
 
 METRIC_NAMES = ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio")
@@ -356,18 +356,13 @@ def operator_table(tasks: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
 
 
 def operators_from_statistic(statistic: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
-    """Operator table from an aggregate ``op_statistic`` (op_type, core, count, total_us).
+    """Operator table from an aggregate ``op_statistic`` (op_type, core, category, count,
+    total_us).
 
     Used when a profile has no per-task data (e.g. a torch_npu export without
-    ``kernel_details.csv``); the category follows the core type.
+    ``kernel_details.csv``); the reader gave each row its category.
     """
-    from perfgate.ingest.categories import ascend_category
-
-    tasks_like = statistic.rename(columns={"count": "calls", "total_us": "total_us"}).copy()
-    tasks_like["category"] = [
-        ascend_category(str(core), str(op)).value
-        for core, op in zip(tasks_like["core"], tasks_like["op_type"])
-    ]
+    tasks_like = statistic.rename(columns={"count": "calls"}).copy()
     rank_steps = max(len(per_rank), 1)
     total_step_time = float(per_rank["step_time_us"].sum(min_count=1))
     tasks_like["calls_per_step"] = tasks_like["calls"] / rank_steps

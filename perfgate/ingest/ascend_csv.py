@@ -80,7 +80,7 @@ OP_STATISTIC_COLUMNS_SPEC: tuple[tuple[str, str, ColumnKind, bool], ...] = (
     ("count", "Count", "int", True),
     ("total_us", "Total Time(us)", "float", True),
 )
-OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "count", "total_us")
+OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "category", "count", "total_us")
 
 
 @dataclass(frozen=True)
@@ -342,6 +342,7 @@ def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
         },
         index=raw.index,
     )
+    out["category"] = categorize(out["core"], out["op_type"])
     return out[list(OP_STATISTIC_COLUMNS)].astype({"rank": "int64"})
 
 

@@ -60,9 +60,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from perfgate.analysis.intervals import FloatArray, clip, merge
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import ascend_category
+from perfgate.intervals import FloatArray, clip, merge
 from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile, TimeBase
 
 MSPROF_DB_GLOB = "msprof_*.db"
