@@ -193,12 +193,16 @@ def test_level1_metadata_and_op_statistic_table() -> None:
     assert metadata["aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION"
     assert metadata["export_type"] == "text"
     statistic = metadata["op_statistic"]
-    assert list(statistic.columns) == ["rank", "op_type", "core", "count", "total_us"]
+    assert list(statistic.columns) == ["rank", "op_type", "core", "category", "count", "total_us"]
     # op_statistic.csv: 33 data rows; Σ Count = 187 = 191 kernels − 4 HCCL
     assert len(statistic) == 33
     assert statistic["count"].sum() == 187
     transdata = statistic[statistic["op_type"] == "TransData"].iloc[0]
-    assert (transdata["core"], transdata["count"]) == ("AI_VECTOR_CORE", 57)
+    assert (transdata["core"], transdata["category"], transdata["count"]) == (
+        "AI_VECTOR_CORE",
+        "compute",
+        57,
+    )
     assert transdata["total_us"] == pytest.approx(1423.208)
 
 
