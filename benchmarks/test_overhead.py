@@ -19,9 +19,9 @@ import pytest
 from perfgate.analysis.compare import compare_runs
 from perfgate.analysis.metrics import analyze
 from perfgate.analysis.record import run_record
-from perfgate.config import default_settings
 from perfgate.ingest import load_profile
 from perfgate.profilers.torch_profiler import record_trace
+from perfgate.rules import default_rules
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 from models import cnn_train_step
@@ -50,18 +50,12 @@ def test_reference_the_profiled_steps(benchmark: Any, tmp_path: Path) -> None:
 
 def test_perfgate_reads_analyses_and_compares(benchmark: Any, trace: Path) -> None:
     """perfgate's own work on that trace: read, analyse, build the record, compare."""
-    settings = default_settings()
+    rules = default_rules()
 
     def work() -> None:
         profile = load_profile(trace)
         record = run_record(profile, analyze(profile), benchmark="cnn_train", env="cpu")
-        compare_runs(
-            record,
-            record,
-            metrics=list(settings.metrics.values()),
-            operators=settings.operators,
-            stats=settings.statistics,
-        )
+        compare_runs(record, record, rules)
 
     benchmark.group = "overhead"
     benchmark.pedantic(work, rounds=5, iterations=1, warmup_rounds=1)

@@ -38,14 +38,16 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from perfgate.analysis.compare import (
-    PASS,
-    REGRESSION,
-    UNSTABLE,
-    judge_metric,
-    mann_whitney_p,
+from perfgate.analysis.compare import judge_metric
+from perfgate.analysis.statistics import mann_whitney_p
+from perfgate.rules import MetricRule, Statistics, default_rules
+from perfgate.verdict import MetricStatus
+
+PASS, REGRESSION, UNSTABLE = (
+    MetricStatus.PASS.value,
+    MetricStatus.REGRESSION.value,
+    MetricStatus.UNSTABLE.value,
 )
-from perfgate.config import MetricRule, Statistics, default_settings
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -185,7 +187,7 @@ def _verdicts(alarm: BoolArray) -> Verdicts:
 
 def step_time_rule() -> MetricRule:
     """perfgate's default gated step-time rule (+5% on the median)."""
-    return default_settings().metrics["step_time"]
+    return default_rules().metrics["step_time"]
 
 
 def perfgate_rule(draws: Draws, *, history: bool = True) -> Verdicts:
@@ -193,7 +195,7 @@ def perfgate_rule(draws: Draws, *, history: bool = True) -> Verdicts:
     the look-back's per-run medians (nearest first, the baseline included); else only the
     baseline's, which is what perfgate sees with a single baseline (between-run spread
     unknown)."""
-    rule, stats = step_time_rule(), default_settings().statistics
+    rule, stats = step_time_rule(), default_rules().statistics
     medians = np.median(draws.history, axis=2)
     out = np.empty(draws.trials, dtype=object)
     for i in range(draws.trials):
@@ -201,7 +203,7 @@ def perfgate_rule(draws: Draws, *, history: bool = True) -> Verdicts:
         judgement = judge_metric(
             rule, draws.baseline[i], draws.current[i], stats, looked_back.tolist()
         )
-        out[i] = judgement.status
+        out[i] = judgement.status.value
     return out
 
 
@@ -379,7 +381,7 @@ def diagnostics(trials: int = TRIALS, seed: int = SEED) -> dict[str, float]:
     * ``mwu_p_below_alpha`` / ``mwu_p_below_alpha_independent``: how often the one-sided
       Mann–Whitney test gives p < α on unchanged runs, with φ = 0.5 and with independent
       steps (φ = 0, otherwise the same draws' scenario)."""
-    alpha = default_settings().statistics.alpha
+    alpha = default_rules().statistics.alpha
     bimodal = _null_draws("bimodal runs", trials, seed)
     mid = STEP_US * (1.0 + next(s.mode_gap for s in SCENARIOS if s.name == "bimodal runs") / 2)
     slow_over_fast = (np.median(bimodal.current, axis=1) > mid) & (
@@ -407,7 +409,7 @@ def diagnostics(trials: int = TRIALS, seed: int = SEED) -> dict[str, float]:
 
 
 def markdown_diagnostics(values: Mapping[str, float]) -> str:
-    alpha = default_settings().statistics.alpha
+    alpha = default_rules().statistics.alpha
     return (
         "Diagnostics, on the unchanged cells above:\n\n"
         f"- bimodal runs: the current run sits in the slow mode and the baseline in the fast "

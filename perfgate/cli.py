@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from perfgate import __version__
 from perfgate.errors import PerfgateError
+from perfgate.options import add_config_option, add_gate_options, positive_int
+from perfgate.verdict import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
-    from perfgate.config import Settings
+    from perfgate.analysis.compare import Comparison
+    from perfgate.rules import Settings
 
-EXIT_OK = 0
-EXIT_REGRESSION = 1
-EXIT_ERROR = 2
 FORMATS = ("table", "json", "md")
 
 
@@ -38,30 +38,34 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return value
-
-
 def _add_report_options(parser: argparse.ArgumentParser, *, top: int, top_help: str) -> None:
     """--format, --top and -o: the same for every command that prints a report."""
     parser.add_argument(
         "--format", choices=FORMATS, default="table", help="output format. Default: table"
     )
     parser.add_argument(
-        "--top", type=_positive_int, default=top, metavar="N", help=f"{top_help}. Default: {top}"
+        "--top", type=positive_int, default=top, metavar="N", help=f"{top_help}. Default: {top}"
     )
     parser.add_argument(
         "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
     )
 
 
+def _repository_options() -> _Parser:
+    """--config and --repo: every command that reads the repository's configuration."""
+    common = _Parser(add_help=False)
+    add_config_option(common.add_argument)
+    common.add_argument(
+        "--repo",
+        metavar="DIR",
+        default=".",
+        help="the git repository holding the baselines and the configuration. Default: .",
+    )
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
+    repository = _repository_options()
     parser = _Parser(
         prog="perfgate",
         description="Performance-regression gate for ML models: inspect profiles "
@@ -90,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "compare",
+        parents=[repository],
         help="compare a run with its baseline and decide: pass or regression",
         description="Compare CURRENT with BASELINE (each a profile directory, a trace, a "
         "baseline file or a results file). With CURRENT alone, the baseline comes from the "
@@ -97,21 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ancestors). Exit status: 0 pass, 1 regression, 2 usage or data error.",
     )
     compare.add_argument("sides", nargs="+", metavar="[BASELINE] CURRENT")
-    compare.add_argument(
-        "--baseline-ref",
-        metavar="REF",
-        help="look the baseline up from this commit instead of the merge-base",
-    )
-    compare.add_argument(
-        "--config",
-        metavar="FILE",
-        help="perfgate.yaml or pyproject.toml. Default: the repository's",
-    )
-    compare.add_argument(
-        "--strict",
-        action="store_true",
-        help="exit 1 also for no-baseline, incomparable and unstable",
-    )
+    add_gate_options(compare.add_argument)
     compare.add_argument(
         "--benchmark",
         metavar="NAME",
@@ -123,12 +114,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="runner environment key for a profile side. Default: from the "
         "profile (e.g. ascend910b4-x8, cpu-x86_64)",
     )
-    compare.add_argument(
-        "--repo",
-        metavar="DIR",
-        default=".",
-        help="the git repository holding the baselines. Default: .",
-    )
     _add_report_options(compare, top=5, top_help="operators to list per benchmark")
     compare.set_defaults(handler=_cmd_compare)
 
@@ -137,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     actions.required = True
     update = actions.add_parser(
         "update",
+        parents=[repository],
         help="record the baseline of HEAD from a results file or a profile",
         description="Write baselines/<benchmark>/<env>/<HEAD sha>.json from a results file "
         "(what `pytest --perfgate` writes) or a profile. Refuses a dirty working tree.",
@@ -157,33 +143,38 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="record even with uncommitted changes (marked dirty)",
     )
-    update.add_argument("--config", metavar="FILE")
-    update.add_argument("--repo", metavar="DIR", default=".")
+    update.add_argument(
+        "--allow-other-commit",
+        action="store_true",
+        help="record a results file measured at another commit as HEAD's baseline",
+    )
     update.set_defaults(handler=_cmd_baseline_update)
 
-    listing = actions.add_parser("list", help="list the stored baselines")
-    listing.add_argument("--config", metavar="FILE")
-    listing.add_argument("--repo", metavar="DIR", default=".")
+    listing = actions.add_parser("list", parents=[repository], help="list the stored baselines")
     listing.set_defaults(handler=_cmd_baseline_list)
 
-    show = actions.add_parser("show", help="show one baseline: its commit, samples, operators")
+    show = actions.add_parser(
+        "show", parents=[repository], help="show one baseline: its commit, samples, operators"
+    )
     show.add_argument(
         "target",
         metavar="FILE_OR_BENCHMARK",
         help="a baseline file, or a benchmark name (looked up from HEAD)",
     )
-    show.add_argument("--env", metavar="ENV")
-    show.add_argument("--baseline-ref", metavar="REF")
-    show.add_argument("--config", metavar="FILE")
-    show.add_argument("--repo", metavar="DIR", default=".")
-    show.add_argument("--format", choices=("table", "json"), default="table")
+    show.add_argument("--env", metavar="ENV", help="runner environment. Default: the only one")
+    show.add_argument(
+        "--baseline-ref",
+        metavar="REF",
+        help="look the baseline up from REF instead of the merge-base with the baseline branch",
+    )
+    show.add_argument("--format", choices=("table", "json"), default="table", help="Default: table")
     show.set_defaults(handler=_cmd_baseline_show)
 
-    prune = actions.add_parser("prune", help="keep the newest N baselines per benchmark and env")
-    prune.add_argument("--keep", type=_positive_int, required=True, metavar="N")
+    prune = actions.add_parser(
+        "prune", parents=[repository], help="keep the newest N baselines per benchmark and env"
+    )
+    prune.add_argument("--keep", type=positive_int, required=True, metavar="N")
     prune.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
-    prune.add_argument("--config", metavar="FILE")
-    prune.add_argument("--repo", metavar="DIR", default=".")
     prune.set_defaults(handler=_cmd_baseline_prune)
 
     report = commands.add_parser(
@@ -193,19 +184,24 @@ def build_parser() -> argparse.ArgumentParser:
         "summary or a PR comment. Exit status as for compare: 0 pass, 1 regression.",
     )
     report.add_argument("results", metavar="RESULTS", help="a perfgate.results JSON file")
+    report.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 also for no-baseline, incomparable and unstable",
+    )
     _add_report_options(report, top=5, top_help="operators to list per benchmark")
     report.set_defaults(handler=_cmd_report)
 
     hist = commands.add_parser(
-        "history", help="a benchmark's baselines along the first-parent history of HEAD"
+        "history",
+        parents=[repository],
+        help="a benchmark's baselines along the first-parent history of HEAD",
     )
     hist.add_argument("benchmark", metavar="BENCHMARK")
     hist.add_argument("--env", metavar="ENV", help="Default: every env that has baselines")
-    hist.add_argument("--config", metavar="FILE")
-    hist.add_argument("--repo", metavar="DIR", default=".")
     hist.add_argument(
         "--max-depth",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="commits to walk. Default: baseline.max_depth",
     )
@@ -220,15 +216,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from perfgate.analysis.compare import ERROR, REGRESSION
-    from perfgate.gate import StoreLookup, compare_records, gate_against_store, pair_records
-    from perfgate.report.compare import (
-        compare_document,
-        overall_verdict,
-        render_markdown,
-        render_table,
-    )
-    from perfgate.runs import load_side
+    from perfgate.analysis.compare import compare_runs
+    from perfgate.gate import StoreLookup, gate_against_store, pair_records
+    from perfgate.sides import load_side
 
     if len(args.sides) > 2:
         raise UsageError("compare takes at most two paths: [BASELINE] CURRENT")
@@ -236,36 +226,42 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError("give either BASELINE or --baseline-ref, not both")
     settings = _settings(args)
     current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env)
-    if len(args.sides) == 2:
-        base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env)
-        comparisons = []
-        for baseline_record, current_record in pair_records(base.records, current.records):
-            if baseline_record is None:
-                raise PerfgateError(
-                    f"{base.path}: holds no run of benchmark "
-                    f"{current_record.get('benchmark')!r} (it has: "
-                    f"{', '.join(str(r.get('benchmark')) for r in base.records)})"
-                )
-            info = {
-                "commit": baseline_record.get("commit"),
-                "path": base.path,
-                "how": f"given {base.kind}",
-            }
-            comparisons.append(
-                compare_records(
-                    baseline_record,
-                    current_record,
-                    settings,
-                    baseline_info=info,
-                    current_info={"commit": current_record.get("commit"), "path": current.path},
-                )
-            )
-    else:
+    if len(args.sides) == 1:
         comparisons = gate_against_store(
             current.records,
             settings,
             StoreLookup(repo_dir=Path(args.repo), baseline_ref=args.baseline_ref),
         )
+        return _render_comparisons(comparisons, args)
+    base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env)
+    comparisons = []
+    for baseline_record, current_record in pair_records(base.records, current.records):
+        if baseline_record is None:
+            raise PerfgateError(
+                f"{base.path}: holds no run of benchmark {current_record['benchmark']!r} "
+                f"(it has: {', '.join(r['benchmark'] for r in base.records)})"
+            )
+        comparisons.append(
+            compare_runs(
+                baseline_record,
+                current_record,
+                settings.rules_for(current_record["benchmark"]),
+                baseline_info={
+                    "commit": baseline_record.get("commit"),
+                    "path": base.path,
+                    "how": f"given {base.kind}",
+                },
+                current_info={"commit": current_record.get("commit"), "path": current.path},
+            )
+        )
+    return _render_comparisons(comparisons, args)
+
+
+def _render_comparisons(comparisons: Sequence[Comparison], args: argparse.Namespace) -> int:
+    """Write the report of ``comparisons`` in ``--format``; the exit status of their verdicts."""
+    from perfgate.report.compare import compare_document, render_markdown, render_table
+    from perfgate.verdict import exit_status
+
     if args.format == "json":
         text = json.dumps(compare_document(comparisons, top_operators=args.top), indent=2)
         text += "\n"
@@ -274,54 +270,42 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         text = render_table(comparisons, top=args.top)
     _write(text, args.output)
-    verdict = overall_verdict(comparisons)
-    if verdict == ERROR:
-        return EXIT_ERROR
-    if verdict == REGRESSION or (args.strict and verdict != "pass" and verdict != "improvement"):
-        return EXIT_REGRESSION
-    return EXIT_OK
+    return exit_status((c.verdict for c in comparisons), strict=bool(args.strict))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from perfgate.analysis.compare import REGRESSION, comparison_from_dict
-    from perfgate.report.compare import (
-        compare_document,
-        overall_verdict,
-        render_markdown,
-        render_table,
-    )
-    from perfgate.runs import load_results_file
+    from perfgate.report.compare import comparison_from_dict
+    from perfgate.sides import load_results_file
 
     document = load_results_file(Path(args.results))
     comparisons = [
-        comparison_from_dict(run["comparison"])
+        comparison_from_dict(comparison)
         for run in document["runs"]
-        if isinstance(run.get("comparison"), dict)
+        if isinstance(comparison := run.get("comparison"), dict)
     ]
     if not comparisons:
         raise PerfgateError(
             f"{args.results}: holds no comparisons (a --perfgate-update run records baselines only)"
         )
-    if args.format == "json":
-        text = json.dumps(compare_document(comparisons, top_operators=args.top), indent=2) + "\n"
-    elif args.format == "md":
-        text = render_markdown(comparisons, top=args.top)
-    else:
-        text = render_table(comparisons, top=args.top)
-    _write(text, args.output)
-    return EXIT_REGRESSION if overall_verdict(comparisons) == REGRESSION else EXIT_OK
+    return _render_comparisons(comparisons, args)
 
 
 def _cmd_baseline_update(args: argparse.Namespace) -> int:
     from perfgate.gate import record_baselines
-    from perfgate.runs import load_side
+    from perfgate.sides import load_side
 
     settings = _settings(args)
     side = load_side(args.source, benchmark=args.benchmark, env=args.env)
     if settings.baseline.env != "auto" and side.kind == "profile" and not args.env:
         for record in side.records:
             record["env"] = settings.baseline.env
-    paths = record_baselines(side.records, settings, Path(args.repo), allow_dirty=args.allow_dirty)
+    paths = record_baselines(
+        side.records,
+        settings,
+        Path(args.repo),
+        allow_dirty=args.allow_dirty,
+        allow_other_commit=args.allow_other_commit,
+    )
     for path in paths:
         print(f"recorded {path}")
     return EXIT_OK
@@ -414,8 +398,9 @@ def _cmd_baseline_prune(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from perfgate.analysis.compare import format_value, sample_median
+    from perfgate.analysis.statistics import sample_median
     from perfgate.gate import store_root
+    from perfgate.report.format import format_value
     from perfgate.store.baselines import history
     from perfgate.store.git import baseline_candidates
 

@@ -1,4 +1,5 @@
-"""``perfgate.yaml`` / ``[tool.perfgate]``: one validated schema (DESIGN §6).
+"""``perfgate.yaml`` / ``[tool.perfgate]`` → :class:`~perfgate.rules.Settings`: one validated
+schema, read here and nowhere else.
 
 Defaults::
 
@@ -22,14 +23,25 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from perfgate.errors import ConfigError
+from perfgate.rules import (
+    METRICS,
+    PROFILERS,
+    BaselineSettings,
+    OperatorRule,
+    Rules,
+    Settings,
+    Statistics,
+    Threshold,
+    Unit,
+    default_rules,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,38 +49,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 
-class Unit(str, Enum):
-    """How a threshold is measured."""
-
-    RELATIVE = "%"  # of the baseline value
-    POINTS = "pt"  # percentage points of a ratio metric (0..1 scaled to 0..100)
-    MICROSECONDS = "us"  # absolute time
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """A limit on a metric's change in its bad direction, e.g. ``5%``, ``3pt``, ``2ms``."""
-
-    value: float  # fraction for % and pt (0.05 = 5%), µs for times
-    unit: Unit
-    text: str
-
-    def exceeded_by(self, baseline: float, current: float, bad_sign: int) -> bool:
-        """Whether ``current`` moved past the limit in the bad direction (+1 up, -1 down)."""
-        return self.change(baseline, current) * bad_sign > self.value
-
-    def change(self, baseline: float, current: float) -> float:
-        """The change in this threshold's unit (fraction for % and pt, µs for times)."""
-        if self.unit is Unit.RELATIVE:
-            return (current - baseline) / baseline if baseline else float("inf")
-        return current - baseline
-
-    def __str__(self) -> str:
-        return self.text
-
-
 _TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
-_THRESHOLD = re.compile(r"^\s*\+?-?\s*(\d+(?:\.\d+)?)\s*(%|pt|us|µs|ms|s)\s*$")
+_THRESHOLD = re.compile(r"^\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*(%|pt|us|µs|ms|s)\s*$")
 
 
 def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Threshold:
@@ -81,7 +63,13 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
     if not match:
         hint = " (a number needs a unit)" if re.fullmatch(r"\s*[\d.]+\s*", str(text)) else ""
         raise ConfigError(f"{key}: {text!r} is not a threshold{hint} (expected e.g. {expected})")
-    number, suffix = float(match.group(1)), match.group(2)
+    sign, number, suffix = match.group(1), float(match.group(2)), match.group(3)
+    if sign == "-":
+        # The direction is the metric's (max_increase / max_drop): a sign would invert it.
+        raise ConfigError(
+            f"{key}: {text!r} is negative; a limit is a size in the metric's bad direction "
+            f"(expected e.g. {expected})"
+        )
     if suffix in _TIME_UNITS:
         unit, value = Unit.MICROSECONDS, number * _TIME_UNITS[suffix]
     elif suffix == "pt":
@@ -95,89 +83,6 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
     return Threshold(value=value, unit=unit, text=str(text).strip())
 
 
-@dataclass(frozen=True)
-class MetricRule:
-    """How one gated metric is judged."""
-
-    metric: str  # column name in the per-step samples, e.g. step_time_us
-    label: str  # config key, e.g. step_time
-    bad_sign: int  # +1: higher is worse; -1: lower is worse
-    threshold: Threshold
-    gate: bool = True
-
-
-# Config key → (sample column, bad direction, threshold key, allowed units).
-METRIC_SPECS: dict[str, tuple[str, int, str, tuple[Unit, ...]]] = {
-    "step_time": ("step_time_us", +1, "max_increase", (Unit.RELATIVE, Unit.MICROSECONDS)),
-    "utilization": ("utilization", -1, "max_drop", (Unit.POINTS, Unit.RELATIVE)),
-    "copy_ratio": ("copy_ratio", +1, "max_increase", (Unit.POINTS, Unit.RELATIVE)),
-    "comm_ratio": ("comm_ratio", +1, "max_increase", (Unit.POINTS, Unit.RELATIVE)),
-    "free_ratio": ("free_ratio", +1, "max_increase", (Unit.POINTS, Unit.RELATIVE)),
-}
-_DEFAULT_METRICS = {
-    "step_time": ("5%", True),
-    "utilization": ("3pt", True),
-    "copy_ratio": ("2pt", True),
-    "comm_ratio": ("5pt", False),
-    "free_ratio": ("5pt", False),
-}
-
-
-@dataclass(frozen=True)
-class OperatorRule:
-    max_increase: Threshold
-    min_share: float  # fraction of the step an operator must hold to be gated
-    gate: bool = False
-
-
-@dataclass(frozen=True)
-class Statistics:
-    alpha: float = 0.01
-    min_steps: int = 10
-    lookback: int = 8  # ancestor baselines used to estimate the between-run spread
-    max_cv: float = 0.10  # baseline spread (robust CV) above which a metric is unstable
-
-
-@dataclass(frozen=True)
-class BaselineSettings:
-    dir: str = "baselines"
-    branch: str = "main"
-    max_depth: int = 50
-    env: str = "auto"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The validated configuration, with per-benchmark overrides resolved on demand."""
-
-    metrics: dict[str, MetricRule]
-    operators: OperatorRule
-    statistics: Statistics = field(default_factory=Statistics)
-    baseline: BaselineSettings = field(default_factory=BaselineSettings)
-    profiler: str = "auto"
-    benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    source: str = "defaults"
-
-    def for_benchmark(self, name: str) -> Settings:
-        """Settings with ``benchmarks.<name>`` overrides applied."""
-        override = self.benchmarks.get(name)
-        if not override:
-            return self
-        prefix = f"{self.source}: benchmarks.{name}"
-        metrics, operators = _parse_thresholds(
-            override.get("thresholds", {}), prefix + ".thresholds", self.metrics, self.operators
-        )
-        statistics = _parse_statistics(
-            override.get("statistics", {}), prefix + ".statistics", self.statistics
-        )
-        return replace(self, metrics=metrics, operators=operators, statistics=statistics)
-
-    @property
-    def gated(self) -> list[MetricRule]:
-        return [rule for rule in self.metrics.values() if rule.gate]
-
-
-PROFILERS = ("auto", "torch", "torch_npu", "msprof", "none")
 _TOP_KEYS = ("thresholds", "statistics", "baseline", "profiler", "benchmarks")
 _BENCHMARK_KEYS = ("thresholds", "statistics")
 
@@ -193,32 +98,40 @@ def _check_keys(section: object, allowed: tuple[str, ...], where: str) -> Mappin
     return section
 
 
-def _parse_thresholds(
-    section: object,
-    where: str,
-    metrics: dict[str, MetricRule],
-    operators: OperatorRule,
-) -> tuple[dict[str, MetricRule], OperatorRule]:
-    section = _check_keys(section, (*METRIC_SPECS, "operators"), where)
-    metrics = dict(metrics)
-    for label, spec in section.items():
+def parse_rules(section: object, where: str, base: Rules, *, prefix: str | None = None) -> Rules:
+    """``base`` with the overrides of a ``{thresholds, statistics}`` mapping applied: a
+    ``benchmarks.<name>`` entry or a pytest marker (``where`` names it in errors; its keys
+    are named ``<prefix>thresholds…``, by default ``<where>.thresholds…``)."""
+    section = _check_keys(section, _BENCHMARK_KEYS, where)
+    prefix = f"{where}." if prefix is None else prefix
+    rules = _parse_thresholds(section.get("thresholds"), f"{prefix}thresholds", base)
+    statistics = _parse_statistics(
+        section.get("statistics"), f"{prefix}statistics", base.statistics
+    )
+    return replace(rules, statistics=statistics)
+
+
+def _parse_thresholds(section: object, where: str, rules: Rules) -> Rules:
+    section = _check_keys(section, (*METRICS, "operators"), where)
+    metrics = dict(rules.metrics)
+    operators = rules.operators
+    for label, value in section.items():
         key = f"{where}.{label}"
         if label == "operators":
-            operators = _parse_operator_rule(spec, key, operators)
+            operators = _parse_operator_rule(value, key, operators)
             continue
-        _, _, limit_key, units = METRIC_SPECS[label]
-        spec = _check_keys(spec, (limit_key, "gate"), key)
+        spec = METRICS[label]
+        entry = _check_keys(value, (spec.limit_key, "gate"), key)
         rule = metrics[label]
-        if limit_key in spec:
-            rule = replace(
-                rule,
-                threshold=parse_threshold(spec[limit_key], key=f"{key}.{limit_key}", allowed=units),
-                gate=True,
+        if spec.limit_key in entry:
+            limit = parse_threshold(
+                entry[spec.limit_key], key=f"{key}.{spec.limit_key}", allowed=spec.units
             )
-        if "gate" in spec:
-            rule = replace(rule, gate=_bool(spec["gate"], f"{key}.gate"))
+            rule = replace(rule, threshold=limit, gate=True)
+        if "gate" in entry:
+            rule = replace(rule, gate=_bool(entry["gate"], f"{key}.gate"))
         metrics[label] = rule
-    return metrics, operators
+    return replace(rules, metrics=metrics, operators=operators)
 
 
 def _parse_operator_rule(spec: object, key: str, rule: OperatorRule) -> OperatorRule:
@@ -286,6 +199,13 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
     )
     if "max_depth" in section:
         settings = replace(settings, max_depth=_int(section["max_depth"], f"{where}.max_depth", 1))
+    store = Path(settings.dir)
+    if store.is_absolute() or ".." in store.parts:
+        # Baselines are committed with the code: the store lives inside the repository.
+        raise ConfigError(
+            f"{where}.dir: {settings.dir!r} leaves the repository (expected a relative path "
+            "inside it, e.g. baselines)"
+        )
     if settings.env != "auto" and not re.fullmatch(r"[A-Za-z0-9._-]+", settings.env):
         raise ConfigError(
             f"{where}.env: {settings.env!r} is not a safe directory name "
@@ -295,67 +215,40 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
 
 
 def default_settings() -> Settings:
-    metrics = {
-        label: MetricRule(
-            metric=METRIC_SPECS[label][0],
-            label=label,
-            bad_sign=METRIC_SPECS[label][1],
-            threshold=parse_threshold(
-                text, key=f"thresholds.{label}", allowed=METRIC_SPECS[label][3]
-            ),
-            gate=gate,
-        )
-        for label, (text, gate) in _DEFAULT_METRICS.items()
-    }
-    operators = OperatorRule(
-        max_increase=parse_threshold(
-            "10%", key="thresholds.operators.max_increase", allowed=(Unit.RELATIVE,)
-        ),
-        min_share=0.01,
-        gate=False,
-    )
-    return Settings(metrics=metrics, operators=operators)
+    """The settings of a repository without a configuration."""
+    return Settings()
 
 
 def settings_from_mapping(data: object, source: str) -> Settings:
     """Validate a parsed configuration mapping (YAML document or ``[tool.perfgate]``)."""
     top = _check_keys(data, _TOP_KEYS, source)
-    base = default_settings()
-    metrics, operators = _parse_thresholds(
-        top.get("thresholds"), f"{source}: thresholds", base.metrics, base.operators
+    rules = parse_rules(
+        {key: top[key] for key in _BENCHMARK_KEYS if key in top},
+        source,
+        default_rules(),
+        prefix=f"{source}: ",
     )
-    statistics = _parse_statistics(top.get("statistics"), f"{source}: statistics", Statistics())
     baseline = _parse_baseline(top.get("baseline"), f"{source}: baseline")
     profiler = top.get("profiler", "auto")
     if profiler not in PROFILERS:
         raise ConfigError(f"{source}: profiler: {profiler!r} is not one of {', '.join(PROFILERS)}")
-    benchmarks_section = _check_keys_any(top.get("benchmarks"), f"{source}: benchmarks")
-    settings = Settings(
-        metrics=metrics,
-        operators=operators,
-        statistics=statistics,
+    benchmarks_section = top.get("benchmarks")
+    if benchmarks_section is not None and not isinstance(benchmarks_section, Mapping):
+        raise ConfigError(
+            f"{source}: benchmarks: expected a mapping of benchmark names, got "
+            f"{benchmarks_section!r}"
+        )
+    benchmarks = {
+        str(name): parse_rules(override, f"{source}: benchmarks.{name}", rules)
+        for name, override in (benchmarks_section or {}).items()
+    }
+    return Settings(
+        rules=rules,
         baseline=baseline,
         profiler=str(profiler),
-        benchmarks={},
+        benchmarks=benchmarks,
         source=source,
     )
-    benchmarks: dict[str, dict[str, Any]] = {}
-    for name, override in benchmarks_section.items():
-        benchmarks[str(name)] = dict(
-            _check_keys(override, _BENCHMARK_KEYS, f"{source}: benchmarks.{name}")
-        )
-    settings = replace(settings, benchmarks=benchmarks)
-    for name in benchmarks:  # validate overrides now, not at first use
-        settings.for_benchmark(name)
-    return settings
-
-
-def _check_keys_any(section: object, where: str) -> Mapping[str, Any]:
-    if section is None:
-        return {}
-    if not isinstance(section, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of benchmark names, got {section!r}")
-    return section
 
 
 def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Settings:
@@ -371,27 +264,36 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
             return _load_file(root / name)
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
-        data = _read_toml(pyproject)
-        section = data.get("tool", {}).get("perfgate")
+        section = _tool_section(pyproject)
         if section is not None:
             return settings_from_mapping(section, f"{pyproject} [tool.perfgate]")
     return default_settings()
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _tool_section(path: Path) -> object | None:
+    """``[tool.perfgate]`` of a TOML file, or None when it has none."""
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 at byte {exc.start}") from None
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: key 'tool' is {tool!r}, expected a table ([tool])")
+    return tool.get("perfgate")
 
 
 def _load_file(path: Path) -> Settings:
     if path.suffix == ".toml":
-        section = _read_toml(path).get("tool", {}).get("perfgate", {})
-        return settings_from_mapping(section, f"{path} [tool.perfgate]")
+        return settings_from_mapping(_tool_section(path) or {}, f"{path} [tool.perfgate]")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid YAML: not UTF-8 at byte {exc.start}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

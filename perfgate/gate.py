@@ -1,55 +1,32 @@
 """The gate, shared by the CLI and the pytest plugin: find the baseline of each run, compare,
-record new baselines. One gate, two doors (DESIGN §2).
+record new baselines. One gate, two doors.
+
+The path of one run: its benchmark's rules are resolved once (:meth:`Settings.rules_for`),
+the store is looked up along the candidate commits, and :func:`compare_runs` decides.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.analysis.compare import NO_BASELINE, Comparison, compare_runs, sample_median
-from perfgate.config import Settings
+from perfgate.analysis.compare import Comparison, compare_runs
+from perfgate.analysis.statistics import sample_median
 from perfgate.errors import PerfgateError
-from perfgate.store.baselines import (
-    BASELINE_FORMAT,
-    BASELINE_FORMAT_VERSION,
-    history,
-    list_baselines,
-    write_baseline,
-)
-from perfgate.store.git import baseline_candidates, current_commit
-
-
-def compare_records(
-    baseline: dict[str, Any],
-    current: dict[str, Any],
-    settings: Settings,
-    *,
-    history_records: Sequence[dict[str, Any]] = (),
-    baseline_info: dict[str, Any] | None = None,
-    current_info: dict[str, Any] | None = None,
-) -> Comparison:
-    """Compare two records under the (per-benchmark) settings."""
-    bench = settings.for_benchmark(str(current.get("benchmark")))
-    return compare_runs(
-        baseline,
-        current,
-        metrics=list(bench.metrics.values()),
-        operators=bench.operators,
-        stats=bench.statistics,
-        history=history_records or [baseline],
-        baseline_info=baseline_info,
-        current_info=current_info,
-    )
+from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
+from perfgate.rules import Rules, Settings
+from perfgate.store.baselines import history, list_baselines, write_baseline
+from perfgate.store.git import Candidate, baseline_candidates, current_commit
+from perfgate.verdict import Verdict
 
 
 def pair_records(
-    baselines: Sequence[dict[str, Any]], currents: Sequence[dict[str, Any]]
-) -> list[tuple[dict[str, Any] | None, dict[str, Any]]]:
+    baselines: Sequence[RunRecord], currents: Sequence[RunRecord]
+) -> list[tuple[RunRecord | None, RunRecord]]:
     """Match records by benchmark name; two single records pair whatever their names."""
     if len(baselines) == 1 and len(currents) == 1:
         return [(baselines[0], currents[0])]
@@ -77,9 +54,15 @@ def store_root(repo_dir: Path, settings: Settings) -> Path:
 
 
 def gate_against_store(
-    currents: Sequence[dict[str, Any]], settings: Settings, lookup: StoreLookup
+    currents: Sequence[RunRecord],
+    settings: Settings,
+    lookup: StoreLookup,
+    *,
+    rules: Mapping[str, Rules] | None = None,
 ) -> list[Comparison]:
-    """Compare each current record with the baseline the store holds for it (DESIGN §5)."""
+    """Compare each current record with the baseline the store holds for it: the nearest
+    candidate commit's, with the look-back of the ones after it. ``rules``: per-benchmark
+    rules that replace the settings' (a pytest marker's thresholds)."""
     root = store_root(lookup.repo_dir, settings)
     head = current_commit(lookup.repo_dir)
     candidates = baseline_candidates(
@@ -91,9 +74,9 @@ def gate_against_store(
     )
     comparisons = []
     for current in currents:
-        name, env = str(current["benchmark"]), str(current["env"])
-        bench = settings.for_benchmark(name)
-        found = history(root, name, env, candidates, limit=bench.statistics.lookback)
+        name, env = current["benchmark"], current["env"]
+        bench_rules = (rules or {}).get(name) or settings.rules_for(name)
+        found = history(root, name, env, candidates, limit=bench_rules.statistics.lookback)
         current_info = {"commit": current.get("commit"), "env": env}
         if not found:
             comparisons.append(_no_baseline(current, root, candidates, settings, current_info))
@@ -107,11 +90,11 @@ def gate_against_store(
             "env": env,
             "lookback": len(found),
         }
-        comparison = compare_records(
+        comparison = compare_runs(
             nearest.record,
             current,
-            settings,
-            history_records=[f.record for f in found],
+            bench_rules,
+            history=[f.record for f in found],
             baseline_info=info,
             current_info=current_info,
         )
@@ -124,7 +107,7 @@ def gate_against_store(
     return comparisons
 
 
-def measured(record: dict[str, Any]) -> dict[str, float | int | None]:
+def measured(record: RunRecord) -> dict[str, float | int | None]:
     """Median of each metric of a run, and its step count: what a run shows on its own."""
     samples = record.get("samples", {})
     out: dict[str, float | int | None] = {}
@@ -136,16 +119,16 @@ def measured(record: dict[str, Any]) -> dict[str, float | int | None]:
 
 
 def _no_baseline(
-    current: dict[str, Any],
+    current: RunRecord,
     root: Path,
-    candidates: Sequence[Any],
+    candidates: Sequence[Candidate],
     settings: Settings,
     current_info: dict[str, Any],
 ) -> Comparison:
     name, env = str(current["benchmark"]), str(current["env"])
     comparison = Comparison(
         benchmark=name,
-        verdict=NO_BASELINE,
+        verdict=Verdict.NO_BASELINE,
         baseline={"commit": None, "how": candidates[0].how if candidates else None},
         current={**current_info, "measured": measured(current)},
     )
@@ -166,13 +149,19 @@ def _no_baseline(
 
 
 def record_baselines(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[RunRecord],
     settings: Settings,
     repo_dir: Path,
     *,
     allow_dirty: bool = False,
+    allow_other_commit: bool = False,
 ) -> list[Path]:
-    """Write each record as the baseline of HEAD; refuses a dirty tree unless allowed."""
+    """Write each record as the baseline of HEAD.
+
+    Refuses a dirty tree unless ``allow_dirty``, and a record measured at another commit
+    than HEAD (its ``commit`` key) unless ``allow_other_commit``: a baseline is what its
+    commit's code measured.
+    """
     commit = current_commit(repo_dir)
     if commit.dirty and not allow_dirty:
         raise PerfgateError(
@@ -180,6 +169,14 @@ def record_baselines(
             f"{commit.sha[:12]} is not what was measured; commit them, or pass --allow-dirty "
             "to record a baseline marked dirty"
         )
+    for record in records:
+        measured_at = record.get("commit")
+        if measured_at and measured_at != commit.sha and not allow_other_commit:
+            raise PerfgateError(
+                f"{record['benchmark']}: measured at commit {str(measured_at)[:12]}, but HEAD "
+                f"is {commit.sha[:12]}; check out the measured commit, or pass "
+                "--allow-other-commit to record it as HEAD's baseline anyway"
+            )
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     root = store_root(repo_dir, settings)
     paths = []

@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 import yaml
 
-import perfgate.action.bench as bench_step
 import perfgate.action.comment as comment_step_module
 import perfgate.action.commit_baselines as baselines_step
-import perfgate.action.gate as gate_step
+import perfgate.action.fail_job as gate_step
+import perfgate.action.run_benchmarks as bench_step
 from perfgate.action import ERROR, PASS, REGRESSION, overall_verdict, run_main
-from perfgate.action.bench import pytest_command
 from perfgate.action.comment import MARKER, MAX_BODY, comment_body
 from perfgate.action.commit_baselines import decide, with_token
-from perfgate.runs import load_side
+from perfgate.action.run_benchmarks import pytest_command
+from perfgate.sides import load_side
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
@@ -405,7 +405,7 @@ def test_the_action_fails_the_job_last_after_summary_artifacts_comment_and_basel
     steps = load_yaml(ACTION)["runs"]["steps"]
     names = [step["name"] for step in steps]
     assert names[-1] == "Gate"
-    assert "perfgate.action.gate" in steps[-1]["run"]
+    assert "perfgate.action.fail_job" in steps[-1]["run"]
     bench = names.index("Run the benchmarks")
     for later in (
         "Upload results and profiles",
@@ -556,7 +556,7 @@ def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_th
         "a" * 40, [run_of("resnet50_train", "regression"), run_of("bert_infer", "pass")]
     )
     done = runner.step(
-        "bench",
+        "run_benchmarks",
         checkout,
         "--python",
         str(fake_python),
@@ -587,7 +587,7 @@ def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_th
     assert outputs["summary-path"] == str(out / "summary.md")
     assert outputs["output-dir"] == str(out)
 
-    gate = runner.step("gate", checkout, PERFGATE_VERDICT=outputs["verdict"])
+    gate = runner.step("fail_job", checkout, PERFGATE_VERDICT=outputs["verdict"])
     assert gate.returncode == 1
     assert "a benchmark regressed" in gate.stdout
     status, stdout = runner.call(
@@ -600,7 +600,7 @@ def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_th
 def test_bench_step_that_passes_lets_the_gate_pass(tmp_path: Path, fake_python: Path) -> None:
     runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
     done = runner.step(
-        "bench",
+        "run_benchmarks",
         tmp_path,
         "--python",
         str(fake_python),
@@ -625,7 +625,7 @@ def test_a_crashed_run_is_an_error_even_with_a_stale_report_left_on_a_self_hoste
     (stale / "summary.md").write_text("### perfgate: all passed (an old run)\n")
     runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
     done = runner.step(
-        "bench",
+        "run_benchmarks",
         tmp_path,
         "--python",
         str(fake_python),
@@ -673,7 +673,7 @@ def test_merge_mode_gates_the_shards_results_as_one(tmp_path: Path) -> None:
         [run_of("llama_infer", "regression"), run_of("bert_infer", "improvement")],
     )
     runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
-    done = runner.step("bench", tmp_path, PERFGATE_MERGE="shards/*/results.json")
+    done = runner.step("run_benchmarks", tmp_path, PERFGATE_MERGE="shards/*/results.json")
     assert done.returncode == 0, done.stdout + done.stderr
     outputs = runner.outputs()
     assert outputs["verdict"] == "regression"
@@ -1056,7 +1056,9 @@ def test_a_baseline_commit_is_not_itself_benchmarked_into_another(tmp_path: Path
 def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slower_pr(
     tmp_path: Path,
 ) -> None:
-    pytest.importorskip("perfgate.plugin", reason="the pytest plugin is not installed")
+    pytest.importorskip(
+        "perfgate.pytest_plugin.plugin", reason="the pytest plugin is not installed"
+    )
     remote, checkout = make_remote(tmp_path)
     (checkout / "test_bench.py").write_text(
         "import os, time\n\n"
@@ -1071,7 +1073,9 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
     args = "--perfgate --perfgate-profiler=none -p no:cacheprovider test_bench.py"
 
     push = Runner(tmp_path / "push", "push", push_event(measured), "refs/heads/main")
-    bench = push.step("bench", checkout, PERFGATE_PYTEST_ARGS=args, PERFGATE_CANN_ENV="none")
+    bench = push.step(
+        "run_benchmarks", checkout, PERFGATE_PYTEST_ARGS=args, PERFGATE_CANN_ENV="none"
+    )
     assert bench.returncode == 0, bench.stdout + bench.stderr
     outputs = push.outputs()
     assert outputs["verdict"] == "pass"  # no baseline yet
@@ -1087,7 +1091,11 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
     git(checkout, "pull", "--quiet", "--rebase", "origin", "main")
     pr = Runner(tmp_path / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
     bench = pr.step(
-        "bench", checkout, PERFGATE_PYTEST_ARGS=args, PERFGATE_CANN_ENV="none", DELAY="0.004"
+        "run_benchmarks",
+        checkout,
+        PERFGATE_PYTEST_ARGS=args,
+        PERFGATE_CANN_ENV="none",
+        DELAY="0.004",
     )
     assert bench.returncode == 0, bench.stdout + bench.stderr
     assert pr.outputs()["verdict"] == "regression"

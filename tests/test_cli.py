@@ -86,7 +86,7 @@ def test_inspect_table_names_step_time_and_top_operators(
 ) -> None:
     assert main(["inspect", str(LEVEL1)]) == 0
     out = capsys.readouterr().out
-    assert "step time: median 154.48 ms" in out
+    assert "step time: median 154.484 ms" in out
     assert "top operators (10 of" in out
     assert "MatMulV2" in out
 
@@ -314,14 +314,15 @@ def test_python_dash_m_perfgate_runs_the_cli() -> None:
 def test_report_renders_a_results_file_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from perfgate.config import default_settings
-    from perfgate.gate import compare_records
-    from perfgate.runs import load_side
+    from perfgate.analysis.compare import compare_runs
+    from perfgate.report.compare import comparison_dict
+    from perfgate.rules import default_rules
+    from perfgate.sides import load_side
 
     slowed = slow_down(LEVEL1, tmp_path / "slowed_ascend_pt", "MatMulV2", 2000.0)
     [baseline] = load_side(LEVEL1, benchmark="resnet").records
     [current] = load_side(slowed, benchmark="resnet").records
-    comparison = compare_records(baseline, current, default_settings())
+    comparison = compare_runs(baseline, current, default_rules())
     results = tmp_path / "results.json"
     results.write_text(
         json.dumps(
@@ -330,7 +331,11 @@ def test_report_renders_a_results_file_again(
                 "format_version": 1,
                 "commit": None,
                 "runs": [
-                    {**current, "verdict": comparison.verdict, "comparison": comparison.as_dict()}
+                    {
+                        **current,
+                        "verdict": comparison.verdict,
+                        "comparison": comparison_dict(comparison),
+                    }
                 ],
             }
         )

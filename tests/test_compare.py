@@ -7,22 +7,27 @@ import numpy as np
 import pytest
 
 from perfgate.analysis.compare import (
-    IMPROVEMENT,
-    INCOMPARABLE,
-    PASS,
-    REGRESSION,
-    UNSTABLE,
     compare_runs,
     fingerprint_differences,
-    min_attainable_p,
     operator_deltas,
 )
-from perfgate.config import Statistics, default_settings
+from perfgate.analysis.statistics import min_attainable_p
+from perfgate.report.explain import metric_reasons, summary_lines
+from perfgate.rules import Rules, Statistics, default_rules
+from perfgate.verdict import MetricStatus, Verdict
 
-SETTINGS = default_settings()
-STEP = SETTINGS.metrics["step_time"]
-UTIL = SETTINGS.metrics["utilization"]
+RULES = default_rules()
+STEP = RULES.metrics["step_time"]
+UTIL = RULES.metrics["utilization"]
 STATS = Statistics()
+STEP_ONLY = Rules(metrics={"step_time": STEP}, operators=RULES.operators, statistics=STATS)
+PASS, REGRESSION, IMPROVEMENT, UNSTABLE = (
+    MetricStatus.PASS,
+    MetricStatus.REGRESSION,
+    MetricStatus.IMPROVEMENT,
+    MetricStatus.UNSTABLE,
+)
+INCOMPARABLE = Verdict.INCOMPARABLE
 
 
 def steps(median_ms: float, n: int = 20, noise: float = 0.01, seed: int = 0) -> list[float]:
@@ -72,7 +77,7 @@ def test_too_few_steps_decides_on_the_effect_and_says_so() -> None:
     j = judge([100e3, 101e3, 99e3], [110e3, 111e3, 109e3])
     assert j.test == "effect-only"
     assert j.status == REGRESSION
-    assert any("too few steps for a significance test" in r for r in j.reasons)
+    assert any("too few steps for a significance test" in r for r in metric_reasons(j))
     # 3 vs 3 samples cannot reach α = 0.01: the smallest one-sided p is 1/20.
     assert min_attainable_p(3, 3) == pytest.approx(0.05)
 
@@ -82,7 +87,7 @@ def test_inside_the_between_run_spread_of_recent_baselines_is_not_a_regression()
     j = judge(steps(100, seed=1), steps(106.5, seed=2), history=(100e3, 106.8e3, 100.2e3))
     assert j.change > 0.05 and j.significant
     assert j.status == PASS
-    assert any("within the spread of the last 3 baselines" in r for r in j.reasons)
+    assert any("within the spread of the last 3 baselines" in r for r in metric_reasons(j))
 
 
 def test_beyond_every_recent_baseline_is_a_regression() -> None:
@@ -92,13 +97,13 @@ def test_beyond_every_recent_baseline_is_a_regression() -> None:
 
 def test_a_single_baseline_says_the_between_run_spread_is_unknown() -> None:
     j = judge(steps(100, seed=1), steps(108, seed=2), history=(100e3,))
-    assert "between-run spread unknown: only one baseline run" in j.reasons
+    assert "between-run spread unknown: only one baseline run" in metric_reasons(j)
 
 
 def test_noisy_baseline_is_unstable_not_a_regression() -> None:
     j = judge(steps(100, noise=0.3, seed=1), steps(130, noise=0.3, seed=2))
     assert j.status == UNSTABLE
-    assert any("baseline too noisy to judge" in r for r in j.reasons)
+    assert any("baseline too noisy to judge" in r for r in metric_reasons(j))
 
 
 def test_faster_run_is_an_improvement() -> None:
@@ -155,7 +160,7 @@ def test_operators_are_ranked_by_their_share_of_the_step_time_increase() -> None
             "share": 0.1,
         },
     ]
-    deltas = operator_deltas(base, cur, 1200.0, SETTINGS.operators, 0.01)
+    deltas = operator_deltas(base, cur, 1200.0, RULES.operators, 0.01)
     assert [(d.op_type, d.status) for d in deltas] == [
         ("MatMulV2", "changed"),
         ("TransData", "new"),
@@ -169,7 +174,7 @@ def test_operators_are_ranked_by_their_share_of_the_step_time_increase() -> None
 def test_operator_gating_corrects_for_the_number_of_operators() -> None:
     from dataclasses import replace
 
-    rule = replace(SETTINGS.operators, gate=True)
+    rule = replace(RULES.operators, gate=True)
     rng = np.random.default_rng(5)
     base, cur = [], []
     for i in range(50):  # 50 operators, none changed: noise only
@@ -208,7 +213,7 @@ def test_hard_fingerprint_difference_makes_runs_incomparable() -> None:
         "fingerprint": {"device": "Ascend910B3", "cann_version": "8.3"},
         "samples": {"step_time_us": steps(150)},
     }
-    result = compare_runs(base, cur, metrics=[STEP], operators=SETTINGS.operators, stats=STATS)
+    result = compare_runs(base, cur, STEP_ONLY)
     assert result.verdict == INCOMPARABLE
     assert "environment differs (hard): device: Ascend910B4 → Ascend910B3" in result.warnings
     assert "environment differs (soft): cann_version: 8.0 → 8.3" in result.warnings
@@ -250,13 +255,11 @@ def test_regression_summary_line_names_benchmark_metric_change_limit_and_baselin
     result = compare_runs(
         base,
         cur,
-        metrics=[STEP],
-        operators=SETTINGS.operators,
-        stats=STATS,
+        STEP_ONLY,
         baseline_info={"commit": "a" * 40, "how": "merge-base of HEAD and main"},
     )
     assert result.verdict == REGRESSION
-    [line] = result.summary_lines()
+    [line] = summary_lines(result)
     assert line == (
         "bert: step_time regressed: 99.825 ms → 110.272 ms (+10.5%, limit +5%) vs baseline "
         "aaaaaaaaaaaa (merge-base of HEAD and main); p=2.4e-07; explained by MatMulV2 "
@@ -265,7 +268,7 @@ def test_regression_summary_line_names_benchmark_metric_change_limit_and_baselin
 
 
 def test_autocorrelated_steps_make_the_test_more_cautious() -> None:
-    from perfgate.analysis.compare import lag1_autocorrelation, mann_whitney_p
+    from perfgate.analysis.statistics import lag1_autocorrelation, mann_whitney_p
 
     rng = np.random.default_rng(11)
     base = rng.normal(100, 1, 20)
@@ -282,13 +285,13 @@ def test_topping_the_slowest_recent_run_by_a_hair_is_still_within_the_spread() -
     # Current is just above the slowest of the recent runs (by less than 0.3 × 5%).
     j = judge(steps(100, seed=1), steps(107.5, seed=2), history=(100e3, 106.8e3, 100.2e3))
     assert j.status == PASS
-    assert any("within the spread of the last 3 baselines" in r for r in j.reasons)
+    assert any("within the spread of the last 3 baselines" in r for r in metric_reasons(j))
 
 
 def test_a_noisy_baseline_does_not_hide_a_change_far_outside_its_spread() -> None:
     j = judge(steps(100, noise=0.3, seed=1), steps(400, noise=0.02, seed=2))
     assert j.status == REGRESSION
-    assert any("but the change is beyond 4× its spread" in r for r in j.reasons)
+    assert any("but the change is beyond 4× its spread" in r for r in metric_reasons(j))
 
 
 def test_an_idle_gap_is_explained_by_free_time_not_by_noise_operators() -> None:
@@ -315,10 +318,8 @@ def test_an_idle_gap_is_explained_by_free_time_not_by_noise_operators() -> None:
             ],
         }
 
-    result = compare_runs(
-        record(0.5, 1), record(5.5, 2), metrics=[STEP], operators=SETTINGS.operators, stats=STATS
-    )
-    [line] = result.summary_lines()
+    result = compare_runs(record(0.5, 1), record(5.5, 2), STEP_ONLY)
+    [line] = summary_lines(result)
     assert "; per step: free (device idle) +4.9" in line
     assert "explained by" not in line  # aten::linear's +0.001 ms is noise, not a cause
     assert result.breakdown_delta_us["computing_us"] == 0.0

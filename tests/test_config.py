@@ -6,21 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.config import Unit, default_settings, load_settings, parse_threshold
+from perfgate.config import default_settings, load_settings, parse_threshold
 from perfgate.errors import ConfigError
+from perfgate.rules import Unit
 
 
 def test_defaults_gate_step_time_utilization_and_copy_ratio() -> None:
     settings = default_settings()
-    assert [r.label for r in settings.gated] == ["step_time", "utilization", "copy_ratio"]
-    step = settings.metrics["step_time"]
+    assert [r.label for r in settings.rules.gated] == ["step_time", "utilization", "copy_ratio"]
+    step = settings.rules.metrics["step_time"]
     assert (step.threshold.value, step.threshold.unit, step.bad_sign) == (0.05, Unit.RELATIVE, 1)
-    util = settings.metrics["utilization"]
+    util = settings.rules.metrics["utilization"]
     assert (util.threshold.value, util.threshold.unit, util.bad_sign) == (0.03, Unit.POINTS, -1)
-    assert settings.metrics["copy_ratio"].threshold.unit is Unit.POINTS
-    assert settings.operators.gate is False
-    assert settings.operators.min_share == 0.01
-    assert (settings.statistics.alpha, settings.statistics.min_steps) == (0.01, 10)
+    assert settings.rules.metrics["copy_ratio"].threshold.unit is Unit.POINTS
+    assert settings.rules.operators.gate is False
+    assert settings.rules.operators.min_share == 0.01
+    assert (settings.rules.statistics.alpha, settings.rules.statistics.min_steps) == (0.01, 10)
     assert settings.baseline.dir == "baselines"
     assert settings.baseline.branch == "main"
 
@@ -53,22 +54,22 @@ def test_yaml_overrides_and_per_benchmark_thresholds(tmp_path: Path) -> None:
         "  resnet50_train: {thresholds: {step_time: {max_increase: 3%}}}\n"
     )
     settings = load_settings(root=tmp_path)
-    assert settings.metrics["step_time"].threshold.value == 2000.0
-    assert settings.metrics["comm_ratio"].gate is True  # naming a limit turns the gate on
-    assert settings.statistics.alpha == 0.05
-    assert settings.statistics.lookback == 3
+    assert settings.rules.metrics["step_time"].threshold.value == 2000.0
+    assert settings.rules.metrics["comm_ratio"].gate is True  # naming a limit turns the gate on
+    assert settings.rules.statistics.alpha == 0.05
+    assert settings.rules.statistics.lookback == 3
     assert settings.baseline.env == "shared-910b"
-    resnet = settings.for_benchmark("resnet50_train")
+    resnet = settings.rules_for("resnet50_train")
     assert resnet.metrics["step_time"].threshold.text == "3%"
     assert resnet.metrics["utilization"].threshold.text == "3pt"
-    assert settings.for_benchmark("other").metrics["step_time"].threshold.text == "2ms"
+    assert settings.rules_for("other").metrics["step_time"].threshold.text == "2ms"
 
 
 def test_pyproject_tool_section_is_read(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\n\n[tool.perfgate.thresholds.utilization]\nmax_drop = "5pt"\n'
     )
-    assert load_settings(root=tmp_path).metrics["utilization"].threshold.value == 0.05
+    assert load_settings(root=tmp_path).rules.metrics["utilization"].threshold.value == 0.05
 
 
 @pytest.mark.parametrize(

@@ -347,6 +347,7 @@ def record(
         "benchmark": benchmark,
         "env": env,
         "commit": sha,
+        "samples": {"step_time_us": [1.5, 2.0]},
         **rest,
     }
 
@@ -354,7 +355,7 @@ def record(
 def test_a_record_is_written_with_its_header_keys_first_and_reads_back(tmp_path: Path) -> None:
     # The caller's order for its own keys is kept; the header keys move to the front.
     given = {
-        "steps": {"step_time_us": [1.5, 2.0]},
+        "samples": {"step_time_us": [1.5, 2.0]},
         "commit": SHA1,
         "created": "2024-01-09T10:00:00+00:00",
         "env": "cpu-x86_64",
@@ -372,7 +373,7 @@ def test_a_record_is_written_with_its_header_keys_first_and_reads_back(tmp_path:
         '  "benchmark": "resnet",\n'
         '  "env": "cpu-x86_64",\n'
         f'  "commit": "{SHA1}",\n'
-        '  "steps": {\n'
+        '  "samples": {\n'
         '    "step_time_us": [\n'
         "      1.5,\n"
         "      2.0\n"
@@ -387,20 +388,19 @@ def test_a_record_is_written_with_its_header_keys_first_and_reads_back(tmp_path:
 
 
 def test_writing_again_replaces_the_file_and_leaves_nothing_else(tmp_path: Path) -> None:
-    write_baseline(tmp_path, record(samples=[1]))
-    path = write_baseline(tmp_path, record(samples=[2]))
-    assert read_baseline(path)["samples"] == [2]
+    write_baseline(tmp_path, record(samples={"step_time_us": [1]}))
+    path = write_baseline(tmp_path, record(samples={"step_time_us": [2]}))
+    assert read_baseline(path)["samples"] == {"step_time_us": [2]}
     assert os.listdir(path.parent) == [f"{SHA1}.json"]
 
 
 def test_a_value_json_cannot_hold_leaves_the_old_file_untouched(tmp_path: Path) -> None:
-    path = write_baseline(tmp_path, record(samples=[1.0]))
+    path = write_baseline(tmp_path, record(samples={"step_time_us": [1.0]}))
     before = path.read_bytes()
     with pytest.raises(PerfgateError) as err:
-        write_baseline(tmp_path, record(samples=[float("nan")]))
+        write_baseline(tmp_path, record(samples={"step_time_us": [float("nan")]}))
     assert str(err.value) == (
-        f"baseline resnet/cpu-x86_64/{SHA1}: cannot store NaN or infinity "
-        "(Out of range float values are not JSON compliant: nan)"
+        "baseline record: key 'samples.step_time_us.0' is nan (expected a finite number)"
     )
     assert path.read_bytes() == before
     assert os.listdir(path.parent) == [f"{SHA1}.json"]
@@ -418,7 +418,7 @@ def own_sha(writer: int) -> str:
 
 def concurrent_record(sha: str, writer: int, write: int) -> dict[str, Any]:
     samples = [writer * 1000 + write + k / 8 for k in range(5000)]
-    return record(sha=sha, writer=writer, write=write, samples=samples)
+    return record(sha=sha, writer=writer, write=write, samples={"step_time_us": samples})
 
 
 def write_many(root: str, writer: int) -> None:
@@ -463,7 +463,7 @@ def test_unsafe_names_are_rejected(tmp_path: Path, bad: str) -> None:
         find_baseline(tmp_path, bad, "cpu", [])
     assert str(err.value) == (
         f"benchmark name {bad!r} cannot be used in a baseline path "
-        "(expected letters, digits, '.', '_' or '-', and not '.' or '..')"
+        "(expected 1 to 128 letters, digits, '.', '_' or '-', not starting with '.')"
     )
     with pytest.raises(PerfgateError) as err:
         find_baseline(tmp_path, "resnet", bad, [])
@@ -472,7 +472,7 @@ def test_unsafe_names_are_rejected(tmp_path: Path, bad: str) -> None:
         write_baseline(tmp_path, record(env=bad))
     assert str(err.value) == (
         f"baseline record: key 'env' is {bad!r} "
-        "(expected a name of letters, digits, '.', '_' or '-')"
+        "(expected a name of letters, digits, '.', '_' or '-', not starting with '.')"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -483,15 +483,15 @@ def test_bad_json_names_the_file_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(PerfgateError) as err:
         read_baseline(path)
     assert str(err.value) == (
-        f"{path}: line 3 column 1: invalid JSON (Expecting property name enclosed in double "
-        "quotes); the baseline is damaged, record it again"
+        f"{path}: not valid JSON at line 3, column 1: Expecting property name enclosed in "
+        "double quotes"
     )
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(PerfgateError) as err:
         read_baseline(tmp_path / "gone.json")
-    assert str(err.value) == f"{tmp_path / 'gone.json'}: baseline file not found"
+    assert str(err.value) == f"{tmp_path / 'gone.json'}: no such baseline file"
 
 
 def test_a_newer_format_version_asks_to_upgrade_perfgate(tmp_path: Path) -> None:
@@ -522,14 +522,14 @@ def test_a_newer_format_version_asks_to_upgrade_perfgate(tmp_path: Path) -> None
         ({"format_version": 0}, "key 'format_version' is 0 (expected a positive integer)"),
         (
             {"benchmark": 3},
-            "key 'benchmark' is 3 (expected a name of letters, digits, '.', '_' or '-')",
+            "key 'benchmark' is 3 (expected a valid string)",
         ),
         ({"commit": SHA1[:7]}, "key 'commit' is '1111111' (expected a full lowercase commit sha)"),
         (
             {"commit": SHA1.upper().replace("1", "A")},
             f"key 'commit' is {'A' * 40!r} (expected a full lowercase commit sha)",
         ),
-        ({"created": 17}, "key 'created' is 17 (expected an ISO 8601 string)"),
+        ({"created": 17}, "key 'created' is 17 (expected a valid string)"),
     ],
     ids=lambda v: str(v)[:40],
 )
@@ -546,8 +546,9 @@ def test_a_foreign_record_names_the_source_and_the_key(
     [
         ("format", ", not a perfgate baseline (expected 'perfgate.baseline')"),
         ("format_version", " (expected a positive integer)"),
-        ("env", " (expected a name of letters, digits, '.', '_' or '-')"),
+        ("env", ""),
         ("commit", " (expected a full lowercase commit sha)"),
+        ("samples", ""),
     ],
 )
 def test_a_missing_key_is_named(key: str, expected: str) -> None:
@@ -579,7 +580,7 @@ def test_lookup_picks_the_nearest_candidate_that_has_a_baseline(
     hist: History, tmp_path: Path
 ) -> None:
     root = tmp_path / "baselines"
-    at_a = record(sha=hist.sha["A"], samples=[1.0])
+    at_a = record(sha=hist.sha["A"], samples={"step_time_us": [1.0]})
     write_baseline(root, at_a)
     write_baseline(root, record(env="other", sha=hist.sha["B"]))
     hist.checkout("feature")

@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfgate.analysis.compare import PASS, REGRESSION
+from perfgate.verdict import MetricStatus
+
+PASS, REGRESSION = MetricStatus.PASS, MetricStatus.REGRESSION
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = 300

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
+from perfgate.verdict import Verdict, fails, parse_verdict
 
 # The overall verdicts the action reports (its `verdict` output).
-PASS = "pass"
-REGRESSION = "regression"
-ERROR = "error"
+PASS = Verdict.PASS.value
+REGRESSION = Verdict.REGRESSION.value
+ERROR = Verdict.ERROR.value
 
 # pytest exit codes (the perfgate plugin's contract): 0 all passed, 1 a benchmark regressed.
 PYTEST_OK = 0
@@ -119,22 +120,29 @@ def pull_request_number(event: Mapping[str, Any]) -> int | None:
     return None
 
 
-def overall_verdict(runs: Iterable[Mapping[str, Any]] | None, exit_code: int) -> str:
+def overall_verdict(
+    runs: Iterable[Mapping[str, Any]] | None, exit_code: int, *, strict: bool = False
+) -> str:
     """One verdict for the job from pytest's exit code and the results' run verdicts.
 
     ``error`` when the run did not complete (an exit code other than 0 or 1, no results, a
-    run whose verdict is ``error``, or exit 1 with no regression to explain it); else
-    ``regression`` when any run regressed; else ``pass`` (no-baseline, incomparable,
-    unstable and improvement do not fail a build).
+    run whose verdict is ``error`` or unknown, or exit 1 with no failing verdict to explain
+    it); else ``regression`` when a run's verdict fails the build (:func:`perfgate.verdict.fails`:
+    a regression, or with ``strict`` an undecided verdict); else ``pass``.
     """
     if runs is None or exit_code not in (PYTEST_OK, PYTEST_FAILED):
         return ERROR
-    verdicts = [str(run.get("verdict", "")) for run in runs]
-    if ERROR in verdicts:
+    try:
+        verdicts = [parse_verdict(run.get("verdict"), "verdict") for run in runs]
+    except ValueError:
         return ERROR
-    if REGRESSION in verdicts:
+    if Verdict.ERROR in verdicts:
+        return ERROR
+    if any(fails(v, strict) for v in verdicts):
         return REGRESSION
-    return ERROR if exit_code == PYTEST_FAILED else PASS
+    if exit_code == PYTEST_FAILED:
+        return ERROR
+    return PASS
 
 
 def run_main(main: Callable[[], int]) -> None:

@@ -17,12 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.action import ActionError, run_main
+from perfgate.action import ERROR, REGRESSION, ActionError, run_main
 from perfgate.errors import PerfgateError
-from perfgate.runs import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, load_results_file
+from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, ResultsDocument
+from perfgate.sides import load_results_file
 
 
-def read_results(path: Path) -> dict[str, Any]:
+def read_results(path: Path) -> ResultsDocument:
     """A results document, checked for the fields a merge relies on."""
     try:
         return load_results_file(path)
@@ -30,7 +31,7 @@ def read_results(path: Path) -> dict[str, Any]:
         raise ActionError(str(exc)) from None
 
 
-def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+def merge(documents: Sequence[tuple[Path, ResultsDocument]]) -> dict[str, Any]:
     """One results document holding every shard's runs."""
     if not documents:
         raise ActionError("no results files to merge")
@@ -39,7 +40,7 @@ def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
         listing = ", ".join(f"{path} at {str(doc.get('commit'))[:12]}" for path, doc in documents)
         raise ActionError(f"the shards measured different commits: {listing}")
     seen: dict[tuple[str, str], Path] = {}
-    runs: list[dict[str, Any]] = []
+    runs: list[Any] = []
     for path, document in documents:
         for run in document["runs"]:
             key = (str(run.get("benchmark")), str(run.get("env")))
@@ -61,7 +62,7 @@ def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def merged_markdown(documents: Sequence[tuple[Path, dict[str, Any]]]) -> str:
+def merged_markdown(documents: Sequence[tuple[Path, ResultsDocument]]) -> str:
     """A verdict table over all shards, then each shard's own summary.md when it has one."""
     total = sum(len(doc["runs"]) for _, doc in documents)
     lines = [
@@ -74,7 +75,7 @@ def merged_markdown(documents: Sequence[tuple[Path, dict[str, Any]]]) -> str:
     for path, document in documents:
         for run in document["runs"]:
             verdict = str(run.get("verdict", "?"))
-            shown = f"**{verdict.upper()}**" if verdict in ("regression", "error") else verdict
+            shown = f"**{verdict.upper()}**" if verdict in (REGRESSION, ERROR) else verdict
             name, env, shard = run.get("benchmark"), run.get("env"), path.parent.name
             lines.append(f"| `{name}` | `{env}` | {shown} | `{shard}` |")
     lines.append("")

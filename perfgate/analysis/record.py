@@ -1,14 +1,14 @@
-"""An analysed run as a plain, JSON-ready record: what a baseline file and a results file
-hold for one benchmark (DESIGN §5). Pure: no file system, no git.
+"""An analysed profile as a run record (:class:`~perfgate.records.RunRecord`): what a
+baseline file and a results file hold for one benchmark. Pure: no file system, no git.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from perfgate.analysis.metrics import METRIC_NAMES, RunAnalysis
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
+from perfgate.records import MAX_OPERATORS, OperatorEntry, RunRecord, json_number, validate_run
 
 # Operators holding at least this share of the step keep their per-step samples in the
 # record (for operator-level significance); the rest keep only their averages, so a
@@ -17,10 +17,8 @@ SAMPLED_OPERATOR_MIN_SHARE = 0.005
 SAMPLE_COLUMNS = (*METRIC_NAMES, *BREAKDOWN_COLUMNS, "copy_us")
 
 
-def _number(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 6)
-    return value
+def _rounded(value: float) -> float | None:
+    return json_number(value, 6)
 
 
 def fingerprint_from_profile(profile: Profile, analysis: RunAnalysis) -> dict[str, Any]:
@@ -49,29 +47,38 @@ def run_record(
     env: str,
     fingerprint: dict[str, Any] | None = None,
     parameters: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The record of one benchmark run (without commit fields; the store adds those)."""
+) -> RunRecord:
+    """The record of one benchmark run (without commit fields; the store adds those),
+    checked like a record read from a file."""
     per_step = analysis.per_step
     samples: dict[str, list[Any]] = {"step": [int(s) for s in per_step["step"]]}
     for column in SAMPLE_COLUMNS:
-        samples[column] = [_number(float(v)) for v in per_step[column]]
-    operators = []
+        samples[column] = [_rounded(v) for v in per_step[column]]
+    operators: list[OperatorEntry] = []
     op_samples = analysis.operator_samples
-    for row in analysis.operators.to_dict("records"):
-        entry = {
+    notes = list(analysis.notes)
+    table = analysis.operators  # sorted by time per step, largest first
+    if len(table) > MAX_OPERATORS:
+        notes.append(
+            f"{len(table) - MAX_OPERATORS} of {len(table)} operators, the smallest, are left "
+            "out of the record"
+        )
+        table = table.head(MAX_OPERATORS)
+    for row in table.to_dict("records"):
+        entry: OperatorEntry = {
             "op_type": row["op_type"],
             "core": row["core"],
             "category": row["category"],
-            "calls_per_step": _number(float(row["calls_per_step"])),
-            "time_per_step_us": _number(float(row["time_per_step_us"])),
-            "share": _number(float(row["share"])),
+            "calls_per_step": _rounded(row["calls_per_step"]),
+            "time_per_step_us": _rounded(row["time_per_step_us"]),
+            "share": _rounded(row["share"]),
         }
         key = (row["op_type"], row["core"])
         share = float(row["share"]) if row["share"] == row["share"] else 0.0
         if share >= SAMPLED_OPERATOR_MIN_SHARE and key in op_samples.index:
-            entry["samples_us"] = [_number(float(v)) for v in op_samples.loc[key]]
+            entry["samples_us"] = [_rounded(v) for v in op_samples.loc[key]]
         operators.append(entry)
-    return {
+    record = {
         "benchmark": benchmark,
         "env": env,
         "fingerprint": fingerprint
@@ -81,5 +88,6 @@ def run_record(
         "profile": {"format": profile.source, "path": profile.path},
         "samples": samples,
         "operators": operators,
-        "notes": list(analysis.notes),
+        "notes": notes,
     }
+    return validate_run(record, f"the record of benchmark {benchmark!r}")

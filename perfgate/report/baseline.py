@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from tabulate import tabulate
 
-from perfgate.analysis.compare import format_value
 from perfgate.analysis.metrics import METRIC_NAMES
+from perfgate.records import BaselineRecord
+from perfgate.report.format import format_calls, format_ratio, format_time, format_value
 
 
-def render_baseline(record: dict[str, Any], top: int = 10) -> str:
+def render_baseline(record: BaselineRecord, top: int = 10) -> str:
     lines = [
         f"baseline: {record['benchmark']} on {record['env']}",
         f"commit:   {record['commit']}"
@@ -49,9 +48,9 @@ def render_baseline(record: dict[str, Any], top: int = 10) -> str:
                     [
                         o["op_type"],
                         o["core"],
-                        o["calls_per_step"],
-                        format_value("time_per_step_us", o["time_per_step_us"]),
-                        format_value("share", o["share"]),
+                        format_calls(o["calls_per_step"]),
+                        format_time(o["time_per_step_us"]),
+                        format_ratio(o["share"]),
                     ]
                     for o in operators
                 ],

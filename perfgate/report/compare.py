@@ -11,48 +11,170 @@ from typing import Any
 
 from tabulate import tabulate
 
-from perfgate.analysis.compare import (
-    ERROR,
-    IMPROVEMENT,
-    INCOMPARABLE,
-    NO_BASELINE,
-    PASS,
-    REGRESSION,
-    UNSTABLE,
-    Comparison,
-    MetricJudgement,
-    format_change,
-    format_value,
-)
+from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
+from perfgate.records import json_number
+from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
+from perfgate.report.format import format_calls, format_change, format_ms, format_value
+from perfgate.verdict import MetricStatus, Verdict, worst
 
 # History: 1 — first version.
 COMPARE_SCHEMA = "perfgate.compare"
 COMPARE_SCHEMA_VERSION = 1
-# Worst first: the overall verdict of several benchmarks is the worst of theirs.
-_SEVERITY = (ERROR, REGRESSION, UNSTABLE, INCOMPARABLE, NO_BASELINE, IMPROVEMENT, PASS)
 
 
-def overall_verdict(comparisons: Sequence[Comparison]) -> str:
-    if not comparisons:
-        return NO_BASELINE
-    return min((c.verdict for c in comparisons), key=_SEVERITY.index)
+def overall_verdict(comparisons: Sequence[Comparison]) -> Verdict:
+    return worst(c.verdict for c in comparisons)
+
+
+def metric_dict(m: MetricJudgement) -> dict[str, Any]:
+    """One metric's judgement as JSON (``docs/json.md``): the facts and the reasons."""
+    return {
+        "name": m.name,
+        "metric": m.metric,
+        "baseline": json_number(m.baseline),
+        "current": json_number(m.current),
+        "change": json_number(m.change),
+        "unit": m.unit,
+        "threshold": m.threshold,
+        "gated": m.gated,
+        "significant": m.significant,
+        "p_value": json_number(m.p_value),
+        "test": m.test,
+        "alpha": m.alpha,
+        "min_steps": m.min_steps,
+        "n_baseline": m.n_baseline,
+        "n_current": m.n_current,
+        "effect": m.effect,
+        "reference": json_number(m.reference),
+        "history": {
+            "runs": m.history_runs,
+            "low": json_number(m.history_low),
+            "high": json_number(m.history_high),
+            "within": m.within_history,
+        },
+        "noise": {
+            "value": json_number(m.noise),
+            "unit": m.noise_unit,
+            "limit": json_number(m.noise_limit),
+            "noisy": m.noisy,
+            "beyond": m.beyond_noise,
+        },
+        "status": m.status.value,
+        "reasons": metric_reasons(m),
+    }
+
+
+def operator_dict(o: OperatorDelta) -> dict[str, Any]:
+    return {k: json_number(v) if isinstance(v, float) else v for k, v in vars(o).items()}
+
+
+def comparison_dict(c: Comparison, top_operators: int | None = None) -> dict[str, Any]:
+    """One benchmark's comparison as JSON (``docs/json.md``)."""
+    operators = c.operators if top_operators is None else c.operators[:top_operators]
+    return {
+        "benchmark": c.benchmark,
+        "verdict": c.verdict.value,
+        "baseline": c.baseline,
+        "current": c.current,
+        "metrics": [metric_dict(m) for m in c.metrics],
+        "operators": [operator_dict(o) for o in operators],
+        "warnings": c.warnings,
+        "notes": c.notes,
+        "breakdown_delta_us": c.breakdown_delta_us,
+        "summary": summary_lines(c),
+    }
+
+
+def _float(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def comparison_from_dict(data: dict[str, Any]) -> Comparison:
+    """Rebuild a :class:`Comparison` from :func:`comparison_dict` (xdist workers hand their
+    results to the controller as JSON; ``perfgate report`` renders a results file again)."""
+    metrics = []
+    for m in data.get("metrics", []):
+        history = m.get("history") or {}
+        noise = m.get("noise") or {}
+        metrics.append(
+            MetricJudgement(
+                name=m["name"],
+                metric=m["metric"],
+                baseline=_float(m.get("baseline")),
+                current=_float(m.get("current")),
+                change=_float(m.get("change")),
+                threshold=m["threshold"],
+                unit=m["unit"],
+                bad_sign=1 if str(m["threshold"]).startswith("+") else -1,
+                gated=bool(m["gated"]),
+                status=MetricStatus(m["status"]),
+                significant=m.get("significant"),
+                p_value=m.get("p_value"),
+                test=m.get("test", "none"),
+                n_baseline=int(m.get("n_baseline", 0)),
+                n_current=int(m.get("n_current", 0)),
+                alpha=float(m.get("alpha", 0.01)),
+                min_steps=int(m.get("min_steps", 10)),
+                effect=m.get("effect"),
+                reference=m.get("reference"),
+                history_runs=int(history.get("runs", 0)),
+                history_low=history.get("low"),
+                history_high=history.get("high"),
+                within_history=bool(history.get("within", False)),
+                noise=noise.get("value"),
+                noise_unit=str(noise.get("unit", "%")),
+                noise_limit=noise.get("limit"),
+                noisy=bool(noise.get("noisy", False)),
+                beyond_noise=bool(noise.get("beyond", False)),
+            )
+        )
+    operators = [
+        OperatorDelta(
+            op_type=str(o["op_type"]),
+            core=str(o["core"]),
+            category=str(o.get("category", "")),
+            baseline_time_per_step_us=_float(o.get("baseline_time_per_step_us")),
+            current_time_per_step_us=_float(o.get("current_time_per_step_us")),
+            delta_us=_float(o.get("delta_us")),
+            share_of_step_delta=o.get("share_of_step_delta"),
+            baseline_calls_per_step=_float(o.get("baseline_calls_per_step")),
+            current_calls_per_step=_float(o.get("current_calls_per_step")),
+            status=str(o["status"]),
+            current_share=_float(o.get("current_share")),
+            gated=bool(o.get("gated", False)),
+            p_value=o.get("p_value"),
+            regression=bool(o.get("regression", False)),
+        )
+        for o in data.get("operators", [])
+    ]
+    return Comparison(
+        benchmark=data["benchmark"],
+        verdict=Verdict(data["verdict"]),
+        baseline=dict(data.get("baseline", {})),
+        current=dict(data.get("current", {})),
+        metrics=metrics,
+        operators=operators,
+        warnings=list(data.get("warnings", [])),
+        notes=list(data.get("notes", [])),
+        breakdown_delta_us=dict(data.get("breakdown_delta_us", {})),
+    )
 
 
 def compare_document(
     comparisons: Sequence[Comparison], top_operators: int | None = None
 ) -> dict[str, Any]:
     """The ``perfgate compare --format json`` document."""
-    benchmarks = [c.as_dict(top_operators) for c in comparisons]
+    benchmarks = [comparison_dict(c, top_operators) for c in comparisons]
     return {
         "schema": COMPARE_SCHEMA,
         "schema_version": COMPARE_SCHEMA_VERSION,
-        "verdict": overall_verdict(comparisons),
+        "verdict": overall_verdict(comparisons).value,
         "benchmarks": benchmarks,
         "metrics": [{"benchmark": b["benchmark"], **m} for b in benchmarks for m in b["metrics"]],
         "operators": [
             {"benchmark": b["benchmark"], **o} for b in benchmarks for o in b["operators"]
         ],
-        "summary": [line for c in comparisons for line in c.summary_lines()],
+        "summary": [line for c in comparisons for line in summary_lines(c)],
     }
 
 
@@ -62,16 +184,21 @@ def _p(m: MetricJudgement) -> str:
     return f"{m.p_value:.2g}"
 
 
+def _shown_status(status: MetricStatus) -> str:
+    loud = (MetricStatus.REGRESSION, MetricStatus.UNSTABLE)
+    return status.value.upper() if status in loud else status.value
+
+
 def _metric_rows(c: Comparison) -> list[list[str]]:
     return [
         [
             m.name,
             format_value(m.metric, m.baseline),
             format_value(m.metric, m.current),
-            format_change(m),
+            format_change(m.change, m.unit),
             m.threshold if m.gated else f"({m.threshold})",
             _p(m),
-            m.status.upper() if m.status in (REGRESSION, UNSTABLE) else m.status,
+            _shown_status(m.status),
         ]
         for m in c.metrics
     ]
@@ -85,11 +212,12 @@ def _operator_rows(c: Comparison, top: int) -> list[list[str]]:
             [
                 o.op_type,
                 o.core,
-                f"{o.baseline_time_per_step_us / 1e3:.3f}",
-                f"{o.current_time_per_step_us / 1e3:.3f}",
-                f"{o.delta_us / 1e3:+.3f}",
+                format_ms(o.baseline_time_per_step_us),
+                format_ms(o.current_time_per_step_us),
+                format_ms(o.delta_us, signed=True),
                 explained,
-                f"{o.baseline_calls_per_step:g} → {o.current_calls_per_step:g}",
+                f"{format_calls(o.baseline_calls_per_step)} → "
+                f"{format_calls(o.current_calls_per_step)}",
                 o.status + (" REGRESSION" if o.regression else ""),
             ]
         )
@@ -129,23 +257,13 @@ def _measured_line(c: Comparison) -> str | None:
 
 def _baseline_line(c: Comparison) -> str:
     info = c.baseline
-    if c.verdict == NO_BASELINE:
+    if c.verdict is Verdict.NO_BASELINE:
         measured = _measured_line(c)
         return "baseline: none found" + (f"\n{measured}" if measured else "")
-    parts = [f"baseline: {c.baseline_label()}"]
+    parts = [f"baseline: {baseline_label(c)}"]
     if info.get("commit") and info.get("path"):
         parts.append(str(info["path"]))
     return " · ".join(parts)
-
-
-def _reason_lines(c: Comparison) -> list[str]:
-    """Each distinct reason once, with the gated metrics it applies to."""
-    by_reason: dict[str, list[str]] = {}
-    for m in c.metrics:
-        if m.gated:
-            for reason in m.reasons:
-                by_reason.setdefault(reason, []).append(m.name)
-    return [f"{reason} ({', '.join(names)})" for reason, names in by_reason.items()]
 
 
 def _changed_operators(c: Comparison, top: int) -> list[Any]:
@@ -154,10 +272,10 @@ def _changed_operators(c: Comparison, top: int) -> list[Any]:
 
 def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
     verdict = overall_verdict(comparisons)
-    out = [f"perfgate compare: {len(comparisons)} benchmark(s) · verdict: {verdict.upper()}"]
+    out = [f"perfgate compare: {len(comparisons)} benchmark(s) · verdict: {verdict.value.upper()}"]
     for c in comparisons:
         out.append("")
-        out.append(f"[{c.verdict.upper()}] {c.benchmark}")
+        out.append(f"[{c.verdict.value.upper()}] {c.benchmark}")
         out.append(_baseline_line(c))
         if c.metrics:
             out.append(
@@ -175,34 +293,35 @@ def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
             out.append(
                 tabulate(rows, headers=_OPERATOR_HEADERS, tablefmt="simple", disable_numparse=True)
             )
-        for line in c.summary_lines():
+        for line in summary_lines(c):
             out.append(f"! {line}")
-        out.extend(f"  {line}" for line in _reason_lines(c))
+        out.extend(f"  {line}" for line in reason_lines(c))
         out.extend(f"warning: {w}" for w in c.warnings)
         out.extend(f"note: {n}" for n in c.notes)
     return "\n".join(out) + "\n"
 
 
 _ICON = {
-    PASS: "✅",
-    IMPROVEMENT: "🚀",
-    REGRESSION: "❌",
-    UNSTABLE: "⚠️",
-    INCOMPARABLE: "⚠️",
-    NO_BASELINE: "ℹ️",
-    ERROR: "💥",
+    Verdict.PASS: "✅",
+    Verdict.IMPROVEMENT: "🚀",
+    Verdict.REGRESSION: "❌",
+    Verdict.UNSTABLE: "⚠️",
+    Verdict.INCOMPARABLE: "⚠️",
+    Verdict.NO_BASELINE: "ℹ️",
+    Verdict.ERROR: "💥",
+    Verdict.RECORDED: "📌",
 }
 
 
 def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
     verdict = overall_verdict(comparisons)
-    out = [f"### perfgate: {_ICON.get(verdict, '')} {verdict}", ""]
-    summary = [line for c in comparisons for line in c.summary_lines()]
+    out = [f"### perfgate: {_ICON.get(verdict, '')} {verdict.value}", ""]
+    summary = [line for c in comparisons for line in summary_lines(c)]
     out.extend(f"- **{line}**" for line in summary)
     if summary:
         out.append("")
     for c in comparisons:
-        out.append(f"#### {_ICON.get(c.verdict, '')} `{c.benchmark}`: {c.verdict}")
+        out.append(f"#### {_ICON.get(c.verdict, '')} `{c.benchmark}`: {c.verdict.value}")
         out.append("")
         out.append(_baseline_line(c).replace("\n", "  \n"))
         out.append("")
@@ -226,7 +345,7 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
             out.append("")
             out.append("</details>")
             out.append("")
-        notes = _reason_lines(c) + c.warnings + c.notes
+        notes = reason_lines(c) + c.warnings + c.notes
         out.extend(f"> {n}  " for n in notes)
         if notes:
             out.append("")

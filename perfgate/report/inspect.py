@@ -14,6 +14,8 @@ from tabulate import tabulate
 
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
+from perfgate.records import json_number
+from perfgate.report.format import format_calls, format_ratio, format_time
 
 # History: 1 — first version (metrics, breakdown, per_step, operators, profile, notes).
 INSPECT_SCHEMA = "perfgate.inspect"
@@ -25,11 +27,6 @@ _BREAKDOWN_LABELS = {
     "free_us": "free",
     "preparing_us": "preparing",
 }
-
-
-def _number(value: float) -> float | None:
-    """JSON has no NaN: a metric the profile cannot give is ``null``."""
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def inspect_document(
@@ -50,43 +47,26 @@ def inspect_document(
             "ids": [int(s) for s in analysis.per_step["step"]],
         },
         "metrics": {
-            name: {k: _number(v) for k, v in analysis.summary[name].items()}
+            name: {k: json_number(v) for k, v in analysis.summary[name].items()}
             for name in METRIC_NAMES
         },
         "breakdown": {
-            name: {k: _number(v) for k, v in analysis.summary[name].items()}
+            name: {k: json_number(v) for k, v in analysis.summary[name].items()}
             for name in (*BREAKDOWN_COLUMNS, "copy_us")
         },
         "per_step": [
-            {k: _number(v) if isinstance(v, float) else v for k, v in row.items()}
+            {k: json_number(v) if isinstance(v, float) else v for k, v in row.items()}
             for row in analysis.per_step.drop(columns=["start_us", "end_us"])
             .astype({"step": "int64"})
             .to_dict("records")
         ],
         "operators": [
-            {k: _number(v) if isinstance(v, float) else v for k, v in row.items()}
+            {k: json_number(v) if isinstance(v, float) else v for k, v in row.items()}
             for row in operators.to_dict("records")
         ],
         "operators_total": len(analysis.operators),
         "notes": analysis.notes,
     }
-
-
-def format_time(us: float) -> str:
-    """Microseconds as a readable time: ``154.48 ms``, ``50.6 µs``, ``1.20 s``."""
-    if us is None or math.isnan(us):
-        return "n/a"
-    if abs(us) >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if abs(us) >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
-
-
-def format_ratio(value: float) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value * 100:.2f}%"
 
 
 def _format_metric(name: str, value: float) -> str:
@@ -158,7 +138,7 @@ def _operator_rows(analysis: RunAnalysis, top: int) -> list[list[str]]:
             row["op_type"],
             row["core"],
             row["category"],
-            f"{row['calls_per_step']:.2f}".rstrip("0").rstrip("."),
+            format_calls(row["calls_per_step"]),
             format_time(row["time_per_step_us"]),
             format_ratio(row["share"]),
         ]

@@ -6,13 +6,11 @@
 
 from __future__ import annotations
 
+from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION
 from perfgate.store.baselines import (
-    BASELINE_FORMAT,
-    BASELINE_FORMAT_VERSION,
     BaselineEntry,
     FoundBaseline,
     baseline_path,
-    check_name,
     find_baseline,
     history,
     list_baselines,
@@ -29,6 +27,7 @@ from perfgate.store.git import (
     main_line,
     resolve,
 )
+from perfgate.store.keys import check_name
 
 __all__ = [
     "BASELINE_FORMAT",

@@ -4,34 +4,31 @@ Layout: ``<root>/<benchmark>/<env>/<full-commit-sha>.json``. One file per commit
 never write the same file, and a baseline is found by trying candidate commits in order
 (:func:`perfgate.store.git.baseline_candidates`).
 
-A record is a plain JSON object. This module owns five keys (``format``, ``format_version``,
-``benchmark``, ``env``, ``commit``) and the optional ``created``; every other key (steps
-samples, operators, fingerprint…) belongs to the caller and is stored as given.
+A baseline is a :class:`~perfgate.records.BaselineRecord`, validated when it is written and
+when it is read: a damaged or hostile file is refused with one line, never half-used.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
+from perfgate.records import (
+    BaselineRecord,
+    read_json,
+    validate_baseline,
+)
+from perfgate.store.atomic import atomic_write
 from perfgate.store.git import Candidate
+from perfgate.store.keys import check_name, is_safe_name
 
-BASELINE_FORMAT = "perfgate.baseline"
-# Format history (bump on any change a reader of the previous version would misread):
-#   1 — first version: format, format_version, benchmark, env, commit, then the caller's keys.
-BASELINE_FORMAT_VERSION = 1
-
-# The keys this module owns, in the order they open every file.
+# The keys that open every file, in this order.
 _HEADER_KEYS = ("format", "format_version", "benchmark", "env", "commit")
-_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # sha-1 repositories have 40 hex digits, sha-256 ones 64.
 _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -41,7 +38,7 @@ class FoundBaseline:
     """A baseline file found for a lookup candidate, with its validated record."""
 
     path: Path
-    record: dict[str, Any]
+    record: BaselineRecord
     candidate: Candidate
 
 
@@ -56,16 +53,6 @@ class BaselineEntry:
     created: str | None
 
 
-def check_name(value: str, what: str) -> str:
-    """``value`` when it is safe as one path component (a benchmark or env name), else an error."""
-    if not _SAFE_NAME.fullmatch(value) or value in (".", ".."):
-        raise PerfgateError(
-            f"{what} name {value!r} cannot be used in a baseline path "
-            "(expected letters, digits, '.', '_' or '-', and not '.' or '..')"
-        )
-    return value
-
-
 def baseline_path(root: Path, benchmark: str, env: str, sha: str) -> Path:
     """Where the baseline of ``benchmark`` on ``env`` at commit ``sha`` lives."""
     check_name(benchmark, "benchmark")
@@ -75,53 +62,12 @@ def baseline_path(root: Path, benchmark: str, env: str, sha: str) -> Path:
     return root / benchmark / env / f"{sha}.json"
 
 
-def _shown(record: dict[str, Any], key: str) -> str:
-    return f"is {record[key]!r}" if key in record else "is missing"
-
-
-def validate_record(record: object, source: str) -> dict[str, Any]:
+def validate_record(record: object, source: str) -> BaselineRecord:
     """``record`` when it is a baseline this perfgate can read; else an error naming ``source``."""
-    if not isinstance(record, dict):
-        raise PerfgateError(
-            f"{source}: expected a JSON object (a perfgate baseline), got {type(record).__name__}"
-        )
-    if record.get("format") != BASELINE_FORMAT:
-        raise PerfgateError(
-            f"{source}: key 'format' {_shown(record, 'format')}, not a perfgate baseline "
-            f"(expected {BASELINE_FORMAT!r})"
-        )
-    version = record.get("format_version")
-    # bool is an int subclass; `true` is not a version.
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise PerfgateError(
-            f"{source}: key 'format_version' {_shown(record, 'format_version')} "
-            "(expected a positive integer)"
-        )
-    if version > BASELINE_FORMAT_VERSION:
-        raise PerfgateError(
-            f"{source}: baseline format_version {version} is newer than this perfgate reads "
-            f"(up to {BASELINE_FORMAT_VERSION}); upgrade perfgate"
-        )
-    for key in ("benchmark", "env"):
-        value = record.get(key)
-        if not isinstance(value, str) or not _SAFE_NAME.fullmatch(value) or value in (".", ".."):
-            raise PerfgateError(
-                f"{source}: key {key!r} {_shown(record, key)} "
-                "(expected a name of letters, digits, '.', '_' or '-')"
-            )
-    commit = record.get("commit")
-    if not isinstance(commit, str) or not _FULL_SHA.fullmatch(commit):
-        raise PerfgateError(
-            f"{source}: key 'commit' {_shown(record, 'commit')} "
-            "(expected a full lowercase commit sha)"
-        )
-    created = record.get("created")
-    if created is not None and not isinstance(created, str):
-        raise PerfgateError(f"{source}: key 'created' is {created!r} (expected an ISO 8601 string)")
-    return record
+    return validate_baseline(record, source)
 
 
-def _dumps(record: dict[str, Any]) -> str:
+def _dumps(record: Mapping[str, Any]) -> str:
     """The exact text of a baseline file: the header keys first, then the rest as given."""
     ordered = {key: record[key] for key in _HEADER_KEYS}
     ordered.update((key, value) for key, value in record.items() if key not in ordered)
@@ -136,7 +82,7 @@ def _dumps(record: dict[str, Any]) -> str:
     return text + "\n"
 
 
-def write_baseline(root: Path, record: dict[str, Any]) -> Path:
+def write_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> Path:
     """Write ``record`` to its place under ``root`` and return the path.
 
     The write is atomic: the text goes to a temporary file in the same directory, is flushed
@@ -144,65 +90,31 @@ def write_baseline(root: Path, record: dict[str, Any]) -> Path:
     never half of one. Concurrent writers of different commits never touch each other's
     files; of the same commit, the last rename wins. An existing file is replaced.
     """
-    validate_record(record, "baseline record")
-    path = baseline_path(root, record["benchmark"], record["env"], record["commit"])
+    checked = validate_record(record, "baseline record")
+    path = baseline_path(root, checked["benchmark"], checked["env"], str(checked.get("commit")))
     data = _dumps(record).encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique temporary name per writer; the leading dot keeps it out of listings.
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates 0600; baselines are shared, readable files.
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+        atomic_write(path, data, mode=0o644)  # baselines are shared, readable files
+    except OSError as exc:
+        raise PerfgateError(
+            f"{path}: cannot write the baseline ({exc.strerror or exc}); nothing was written"
+        ) from None
     return path
 
 
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable on POSIX; directories cannot be opened on Windows.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def read_baseline(path: Path) -> dict[str, Any]:
+def read_baseline(path: Path) -> BaselineRecord:
     """The validated record in the baseline file ``path``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise PerfgateError(f"{path}: baseline file not found") from exc
-    except UnicodeDecodeError as exc:
-        raise PerfgateError(f"{path}: not a baseline (expected UTF-8 JSON text)") from exc
-    except OSError as exc:
-        raise PerfgateError(f"{path}: cannot read baseline ({exc.strerror})") from exc
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PerfgateError(
-            f"{path}: line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg}); "
-            "the baseline is damaged, record it again"
-        ) from exc
-    return validate_record(record, str(path))
+    return validate_baseline(read_json(path, "baseline file"), str(path))
 
 
-def _read_at(path: Path, benchmark: str, env: str, sha: str) -> dict[str, Any]:
+def _read_at(path: Path, benchmark: str, env: str, sha: str) -> BaselineRecord:
     record = read_baseline(path)
     # A file copied to the wrong place would silently serve the wrong benchmark or commit.
+    found = {"benchmark": record["benchmark"], "env": record["env"], "commit": record.get("commit")}
     for key, expected in (("benchmark", benchmark), ("env", env), ("commit", sha)):
-        if record[key] != expected:
+        if found[key] != expected:
             raise PerfgateError(
-                f"{path}: key {key!r} is {record[key]!r} but the file's place says {expected!r}"
+                f"{path}: key {key!r} is {found[key]!r} but the file's place says {expected!r}"
             )
     return record
 
@@ -244,10 +156,10 @@ def _layout_files(root: Path) -> list[tuple[str, str, str, Path]]:
     if not root.is_dir():
         return files
     for bench_dir in root.iterdir():
-        if not bench_dir.is_dir() or not _SAFE_NAME.fullmatch(bench_dir.name):
+        if not bench_dir.is_dir() or not is_safe_name(bench_dir.name):
             continue
         for env_dir in bench_dir.iterdir():
-            if not env_dir.is_dir() or not _SAFE_NAME.fullmatch(env_dir.name):
+            if not env_dir.is_dir() or not is_safe_name(env_dir.name):
                 continue
             for path in env_dir.glob("*.json"):
                 if _FULL_SHA.fullmatch(path.stem) and path.is_file():

@@ -1,4 +1,6 @@
-"""The pytest plugin: ``pytest --perfgate``. A thin shell over :mod:`perfgate.session`.
+"""The pytest plugin: ``pytest --perfgate``. Options and hooks only: the session object
+(:mod:`perfgate.pytest_plugin.session`) and the fixture (:mod:`perfgate.pytest_plugin.fixture`)
+do the work.
 
 Registered through the ``pytest11`` entry point. Without ``--perfgate`` it is inert: tests
 that use the ``perfgate`` fixture or marker are skipped with a reason, and nothing heavier
@@ -7,26 +9,19 @@ than pytest is imported.
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from perfgate.bench import Benchmark
-    from perfgate.session import PerfgateSession
+from perfgate.options import add_config_option, add_gate_options, add_profiler_option
+from perfgate.rules import PROFILERS
 
-PROFILERS = ("auto", "torch", "torch_npu", "msprof", "none")
+if TYPE_CHECKING:
+    from perfgate.pytest_plugin.fixture import Benchmark
+    from perfgate.pytest_plugin.session import PerfgateSession
+
 SESSION_KEY: pytest.StashKey[PerfgateSession] = pytest.StashKey()
 SKIP_REASON = "perfgate benchmark: run with --perfgate to measure and gate it"
-
-
-def _profiler(value: str) -> str:
-    if value not in PROFILERS:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a profiler perfgate knows (choose from {', '.join(PROFILERS)})"
-        )
-    return value
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,32 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="with --perfgate-update: record even with uncommitted changes",
     )
-    group.addoption(
-        "--perfgate-profiler",
-        type=_profiler,
-        default=None,
-        metavar="NAME",
-        help=f"profiler: {' | '.join(PROFILERS)}. Default: the config's "
-        "profiler, else auto (torch_npu on an NPU, torch elsewhere)",
-    )
-    group.addoption(
-        "--perfgate-baseline-ref",
-        default=None,
-        metavar="REF",
-        help="look baselines up from REF instead of the merge-base with the baseline branch",
-    )
-    group.addoption(
-        "--perfgate-config",
-        default=None,
-        metavar="FILE",
-        help="perfgate.yaml or pyproject.toml. Default: the one at the rootdir",
-    )
-    group.addoption(
-        "--perfgate-strict",
-        action="store_true",
-        default=None,
-        help="fail also on no-baseline, incomparable and unstable",
-    )
+    add_profiler_option(group.addoption, "perfgate-")
+    add_gate_options(group.addoption, "perfgate-")
+    add_config_option(group.addoption, "perfgate-")
     group.addoption(
         "--perfgate-out",
         default=None,
@@ -120,7 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("perfgate"):
         return
     from perfgate.errors import PerfgateError
-    from perfgate.session import PerfgateSession
+    from perfgate.pytest_plugin.session import PerfgateSession
 
     ini_profiler = str(config.getini("perfgate_profiler") or "")
     if ini_profiler and ini_profiler not in PROFILERS:
@@ -168,22 +140,39 @@ def perfgate(request: pytest.FixtureRequest) -> Benchmark:
     session = request.config.stash.get(SESSION_KEY, None)
     if session is None:
         pytest.skip(SKIP_REASON)
-    from perfgate.bench import Benchmark
+    from perfgate.pytest_plugin.fixture import Benchmark
 
     return Benchmark(session, request)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     perfgate_session = config.stash.get(SESSION_KEY, None)
+    if perfgate_session is None:
+        return
+    from perfgate.errors import PerfgateError
+
     worker = getattr(config, "workerinput", None)
-    if perfgate_session is not None and worker is not None:
-        # An xdist worker has no terminal: hand the results to the controller.
-        perfgate_session.write_partial(str(worker["workerid"]))
+    try:
+        if worker is not None:
+            # An xdist worker has no terminal: hand the results to the controller.
+            perfgate_session.write_partial(str(worker["workerid"]))
+        else:
+            perfgate_session.write_reports()
+    except PerfgateError as exc:
+        perfgate_session.report_error = str(exc)
+        # A gate whose results were not written has not gated: never a green build.
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     # xdist workers hand their results over in pytest_sessionfinish; the controller reports.
-    if session is not None and getattr(config, "workerinput", None) is None:
-        session.finish(terminalreporter)
+    if session is None or getattr(config, "workerinput", None) is not None:
+        return
+    if session.results or session.report_error:
+        terminalreporter.section("perfgate")
+    session.report(terminalreporter.write_line)
+    if session.report_error:
+        terminalreporter.write_line(f"perfgate: error: {session.report_error}", red=True)

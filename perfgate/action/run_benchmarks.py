@@ -1,6 +1,6 @@
 """The action's benchmark step: run ``pytest`` (or merge shards' results), then set the step
 outputs and write the job summary. Never fails the step for a regression or a failed run:
-the action's last step (:mod:`perfgate.action.gate`) does, after the summary, artifacts,
+the action's last step (:mod:`perfgate.action.fail_job`) does, after the summary, artifacts,
 comment and baselines are done.
 
 Inputs (environment): ``PERFGATE_PYTEST_ARGS`` (shell-quoted, default ``--perfgate``),
@@ -126,7 +126,7 @@ def expand(patterns: str) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run (or merge), then write outputs and the job summary."""
-    parser = argparse.ArgumentParser(prog="python -m perfgate.action.bench")
+    parser = argparse.ArgumentParser(prog="python -m perfgate.action.run_benchmarks")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs pytest")
     args = parser.parse_args(argv)
     out_dir = Path(env_input("PERFGATE_OUTPUT_DIR", "perfgate-out")).resolve()

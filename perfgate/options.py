@@ -1,0 +1,73 @@
+"""Option blocks shared by the pytest plugin and the CLI, so ``--perfgate-config`` and
+``perfgate compare --config`` parse the same way (the same help, the same checks).
+
+Each block takes an ``addoption`` callable (``parser.getgroup(...).addoption`` or
+``argparse.ArgumentParser.add_argument``) and a prefix (``perfgate-`` or none).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Protocol
+
+from perfgate.rules import PROFILERS
+
+
+class AddOption(Protocol):
+    def __call__(self, *names: str, **attributes: Any) -> Any: ...
+
+
+def profiler_name(value: str) -> str:
+    """An ``argparse`` type: one of :data:`~perfgate.rules.PROFILERS`."""
+    if value not in PROFILERS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a profiler perfgate knows (choose from {', '.join(PROFILERS)})"
+        )
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+def add_config_option(addoption: AddOption, prefix: str = "") -> None:
+    addoption(
+        f"--{prefix}config",
+        default=None,
+        metavar="FILE",
+        help="perfgate.yaml or pyproject.toml. Default: the one at the repository root",
+    )
+
+
+def add_gate_options(addoption: AddOption, prefix: str = "") -> None:
+    """How a run is gated: which baseline, and whether undecided verdicts fail."""
+    addoption(
+        f"--{prefix}baseline-ref",
+        default=None,
+        metavar="REF",
+        help="look baselines up from REF instead of the merge-base with the baseline branch",
+    )
+    addoption(
+        f"--{prefix}strict",
+        action="store_true",
+        default=None,
+        help="fail also on no-baseline, incomparable and unstable",
+    )
+
+
+def add_profiler_option(addoption: AddOption, prefix: str = "") -> None:
+    addoption(
+        f"--{prefix}profiler",
+        type=profiler_name,
+        default=None,
+        metavar="NAME",
+        help=f"profiler: {' | '.join(PROFILERS)}. Default: the config's profiler, else auto "
+        "(torch_npu on an NPU, torch elsewhere; msprof for a command when it is on PATH)",
+    )

@@ -1,0 +1,215 @@
+"""Measure a benchmark: time its steps, profile them, and turn what was seen into a run
+record. No pytest here: the plugin's fixture calls these and decides what to do with them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import PerfgateError
+from perfgate.model import Profile
+from perfgate.records import RunRecord, validate_run
+from perfgate.store.keys import env_key
+
+StepFn = Callable[[], object]
+NO_PROFILER_NOTE = (
+    "no profiler: step time only (utilization, copy ratio and operators need "
+    "--perfgate-profiler=torch, torch_npu or msprof)"
+)
+
+
+class PhaseClock:
+    """Seconds spent in each phase of a benchmark, for the overhead report."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._last, 4)
+        self._last = now
+
+
+def resolve_in_process_profiler(choice: str) -> str:
+    """``auto`` → ``torch_npu`` on an NPU, ``torch`` where torch imports, else ``none``."""
+    if choice == "msprof":
+        raise PerfgateError(
+            "msprof profiles a whole process: use perfgate.command([...]) for msprof "
+            "benchmarks, or --perfgate-profiler=torch_npu for an in-process step loop"
+        )
+    if choice in ("torch", "torch_npu", "none"):
+        if choice != "none" and importlib.util.find_spec(choice) is None:
+            raise PerfgateError(
+                f"--perfgate-profiler={choice} needs the {choice} package, which is not installed"
+            )
+        return choice
+    if importlib.util.find_spec("torch_npu") is not None and _npu_available():
+        return "torch_npu"
+    if importlib.util.find_spec("torch") is not None:
+        return "torch"
+    return "none"
+
+
+def resolve_command_profiler(choice: str, path: str | None) -> str:
+    """``auto`` → ``msprof`` when it is on ``path``, else ``none``; in-process profilers
+    cannot profile a command."""
+    if choice == "auto":
+        return "msprof" if shutil.which("msprof", path=path) else "none"
+    if choice not in ("msprof", "none"):
+        raise PerfgateError(
+            f"--perfgate-profiler={choice} profiles steps in this process; a "
+            "command is profiled from outside: use msprof (or none for step time "
+            "only), or perfgate.run(step_fn) for an in-process step loop"
+        )
+    return choice
+
+
+def _npu_available() -> bool:
+    try:
+        import torch
+        import torch_npu  # noqa: F401
+
+        return bool(getattr(torch, "npu").is_available())  # noqa: B009 - added by torch_npu
+    except Exception:  # an NPU stack that fails to initialise is "no NPU" here
+        return False
+
+
+def device_synchronize() -> Callable[[], None]:
+    """A function that waits for the accelerator (CUDA or NPU), when torch is in use."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return lambda: None
+    npu = getattr(torch, "npu", None)
+    if npu is not None and getattr(npu, "is_available", lambda: False)():
+        return lambda: npu.synchronize()
+    if torch.cuda.is_available():
+        return lambda: torch.cuda.synchronize()
+    return lambda: None
+
+
+def time_steps(step: StepFn, steps: int) -> list[float]:
+    """Wall time of each of ``steps`` calls of ``step``, in µs."""
+    timings = []
+    for _ in range(steps):
+        start = time.perf_counter_ns()
+        step()
+        timings.append((time.perf_counter_ns() - start) / 1e3)
+    return timings
+
+
+def profile_steps(step: StepFn, steps: int, profiler: str, out: Path) -> Profile:
+    """Run ``steps`` steps under an in-process profiler (``torch`` or ``torch_npu``) and
+    read what it wrote."""
+    from perfgate.ingest import load_profile
+
+    if profiler == "torch_npu":
+        from perfgate.profilers.torch_npu_profiler import record_ascend_profile
+
+        written = record_ascend_profile(step, out, steps=steps)
+    else:
+        from perfgate.profilers.torch_profiler import record_trace
+
+        written = record_trace(step, out / "trace.json", steps=steps, warmup=1)
+    return load_profile(written)
+
+
+def runtime_fingerprint() -> dict[str, Any]:
+    from perfgate.profilers.environment import fingerprint
+
+    return fingerprint()
+
+
+def env_for(fingerprint: dict[str, Any], configured: str) -> str:
+    """The runner key: the configured ``baseline.env``, or one from the fingerprint."""
+    return configured if configured != "auto" else env_key(fingerprint)
+
+
+def record_from_profile(profile: Profile, benchmark: str, configured_env: str) -> RunRecord:
+    """The run record of a profile, with the runtime environment in its fingerprint."""
+    from perfgate.analysis.metrics import analyze
+    from perfgate.analysis.record import fingerprint_from_profile, run_record
+
+    analysis = analyze(profile)
+    fingerprint = {**runtime_fingerprint(), **fingerprint_from_profile(profile, analysis)}
+    if profile.metadata.get("task_basis") == "cpu":
+        # On a CPU-only run the CPU is the device: another CPU model is incomparable.
+        fingerprint["device"] = fingerprint.get("cpu") or "cpu"
+    return run_record(
+        profile,
+        analysis,
+        benchmark=benchmark,
+        env=env_for(fingerprint, configured_env),
+        fingerprint=fingerprint,
+    )
+
+
+def timing_record(
+    timings: Sequence[float], benchmark: str, configured_env: str, profiler: str
+) -> RunRecord:
+    """The run record of step times alone (no profiler)."""
+    fingerprint = {**runtime_fingerprint(), "profiler": profiler}
+    return validate_run(
+        {
+            "benchmark": benchmark,
+            "env": env_for(fingerprint, configured_env),
+            "fingerprint": fingerprint,
+            "parameters": {},
+            "profile": {"format": None, "path": None},
+            "samples": {
+                "step": list(range(len(timings))),
+                "step_time_us": [round(t, 3) for t in timings],
+            },
+            "operators": [],
+            "notes": [NO_PROFILER_NOTE],
+        },
+        f"the record of benchmark {benchmark!r}",
+    )
+
+
+def marked_step_times(
+    argv: list[str],
+    out: Path,
+    env: Mapping[str, str],
+    cwd: str | Path | None,
+    timeout: float | None,
+) -> list[float]:
+    """Run ``argv`` (which marks its steps with :func:`perfgate.marks.step`) and return the
+    wall time of each step it marked, warm-up steps left out, in µs."""
+    from perfgate.marks import STEP_MARKS_ENV, read_step_marks
+
+    marks = out / "step_marks.jsonl"
+    marks.unlink(missing_ok=True)
+    child_env = {**env, STEP_MARKS_ENV: str(marks)}
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=child_env,
+            timeout=timeout,
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        raise PerfgateError(f"{argv[0]}: command not found") from None
+    except subprocess.TimeoutExpired:
+        raise PerfgateError(f"{' '.join(argv)} ran past its timeout of {timeout:g} s") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise PerfgateError(f"{' '.join(argv)} exited with {done.returncode}: {tail}")
+    if not marks.exists():
+        raise PerfgateError(
+            f"{' '.join(argv)} marked no steps: wrap each step in `with perfgate.marks.step(i):`"
+        )
+    steps = read_step_marks(marks)
+    if "warmup" in steps.columns:
+        steps = steps.loc[~steps["warmup"].astype(bool)]
+    return [float(v) for v in (steps["end_us"] - steps["start_us"])]

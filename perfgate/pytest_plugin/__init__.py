@@ -1,0 +1,1 @@
+"""``pytest --perfgate``: the plugin (options and hooks), the session and the fixture."""

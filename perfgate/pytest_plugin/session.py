@@ -1,0 +1,196 @@
+"""State of one ``pytest --perfgate`` session: settings, where things go, the results so far,
+and the reports written at the end (results JSON, Markdown, terminal table)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfgate.config import load_settings
+from perfgate.errors import PerfgateError
+from perfgate.report.results import (
+    BenchmarkResult,
+    results_document,
+    results_markdown,
+    summary_table,
+)
+from perfgate.rules import Settings
+from perfgate.store.keys import safe_name
+from perfgate.verdict import Verdict
+
+
+@dataclass
+class PerfgateSession:
+    settings: Settings
+    rootdir: Path
+    out_dir: Path
+    json_path: Path
+    md_path: Path
+    profiler: str
+    update: bool
+    allow_dirty: bool
+    strict: bool
+    baseline_ref: str | None
+    commit: dict[str, Any] = field(default_factory=dict)
+    results: list[BenchmarkResult] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # benchmark name → test node id
+    report_error: str | None = None  # why the reports could not be written
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> PerfgateSession:
+        rootdir = Path(config.rootpath)
+        config_file = config.getoption("perfgate_config") or config.getini("perfgate_config")
+        settings = load_settings(config_file or None, root=rootdir)
+        out_dir = Path(config.getoption("perfgate_out") or config.getini("perfgate_out"))
+        if not out_dir.is_absolute():
+            out_dir = rootdir / out_dir
+        strict_option = config.getoption("perfgate_strict")
+        profiler = (
+            config.getoption("perfgate_profiler")
+            or str(config.getini("perfgate_profiler") or "")
+            or settings.profiler
+        )
+        json_option = config.getoption("perfgate_json")
+        md_option = config.getoption("perfgate_md")
+        session = cls(
+            settings=settings,
+            rootdir=rootdir,
+            out_dir=out_dir,
+            json_path=Path(json_option) if json_option else out_dir / "results.json",
+            md_path=Path(md_option) if md_option else out_dir / "summary.md",
+            profiler=profiler,
+            update=bool(config.getoption("perfgate_update")),
+            allow_dirty=bool(config.getoption("perfgate_allow_dirty")),
+            strict=bool(
+                strict_option if strict_option is not None else config.getini("perfgate_strict")
+            ),
+            baseline_ref=config.getoption("perfgate_baseline_ref"),
+        )
+        session.commit = session._commit_info()
+        if session.baseline_ref:
+            from perfgate.store.git import resolve
+
+            resolve(rootdir, session.baseline_ref)  # an unknown ref is a usage error, now
+        if session.update and session.commit.get("dirty") and not session.allow_dirty:
+            raise PerfgateError(
+                f"{rootdir}: the working tree has uncommitted changes, so HEAD "
+                f"{str(session.commit['commit'])[:12]} is not what would be measured; commit "
+                "them, or pass --perfgate-allow-dirty to record baselines marked dirty"
+            )
+        return session
+
+    def _commit_info(self) -> dict[str, Any]:
+        from perfgate.store.git import current_commit
+
+        try:
+            info = current_commit(self.rootdir)
+        except PerfgateError:
+            return {}
+        return {"commit": info.sha, "branch": info.branch, "dirty": info.dirty}
+
+    def register_name(self, name: str, nodeid: str) -> None:
+        """Benchmark names are baseline paths: two tests may not share one."""
+        other = self.names.get(name)
+        if other is not None and other != nodeid:
+            raise PerfgateError(
+                f"benchmark name {name!r} is used by {other} and {nodeid}; give one of them "
+                "@pytest.mark.perfgate(name=...)"
+            )
+        self.names[name] = nodeid
+
+    def profile_dir(self, name: str) -> Path:
+        path = self.out_dir / "profiles" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # ------------------------------------------------------------------ xdist
+
+    @property
+    def partial_dir(self) -> Path:
+        return self.out_dir / ".workers"
+
+    def clear_partials(self) -> None:
+        """The controller starts with no worker results from an earlier session."""
+        if self.partial_dir.is_dir():
+            for path in self.partial_dir.glob("*.json"):
+                path.unlink()
+
+    def write_partial(self, worker_id: str) -> None:
+        """An xdist worker writes its results for the controller to merge."""
+        if not self.results:
+            return
+        payload = [r.as_dict() for r in self.results]
+        target = self.partial_dir / f"{worker_id}.json"
+        _write_text(target, json.dumps(payload, allow_nan=False))
+
+    def merge_partials(self) -> None:
+        for path in sorted(self.partial_dir.glob("*.json")) if self.partial_dir.is_dir() else []:
+            for run in json.loads(path.read_text(encoding="utf-8")):
+                self.results.append(BenchmarkResult.from_dict(run))
+            path.unlink()
+        self.results.sort(key=lambda r: r.record["benchmark"])
+
+    # ------------------------------------------------------------------ end of session
+
+    def write_reports(self) -> None:
+        """Write the results JSON and the Markdown report (also to the job summary).
+
+        Raises:
+            PerfgateError: a report could not be written (a full disk …); nothing is left
+                half-written.
+        """
+        self.merge_partials()
+        if not self.results:
+            return
+        document = results_document(self.results, self.commit)
+        _write_text(self.json_path, json.dumps(document, indent=2, allow_nan=False) + "\n")
+        markdown = results_markdown(self.results)
+        _write_text(self.md_path, markdown)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            try:
+                with open(summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown)
+            except OSError as exc:
+                raise PerfgateError(
+                    f"{summary}: cannot append to the job summary ({exc.strerror or exc})"
+                ) from None
+
+    def report(self, write: Any) -> None:
+        """Print the summary table and where the reports went (``write`` prints a line)."""
+        if not self.results:
+            return
+        for line in summary_table(self.results).splitlines():
+            write(line)
+        write(f"results: {self.json_path}")
+        write(f"report:  {self.md_path}")
+        if any(r.verdict is Verdict.NO_BASELINE for r in self.results):
+            write(
+                "no baseline yet for some benchmarks on this runner: record them with "
+                "`pytest --perfgate --perfgate-update` (on the baseline branch, clean tree)"
+            )
+
+
+def _write_text(path: Path, text: str) -> None:
+    from perfgate.store.atomic import atomic_write
+
+    try:
+        atomic_write(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise PerfgateError(
+            f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
+        ) from None
+
+
+def benchmark_name(nodeid: str, originalname: str, callspec_id: str | None) -> str:
+    """The default benchmark name of a test: its function name without ``test_``, plus
+    its parameters, safe as a path component (``cnn_train``, ``cnn_train-bs32``)."""
+    name = originalname[5:] if originalname.startswith("test_") else originalname
+    if callspec_id:
+        name = f"{name}-{callspec_id}"
+    return safe_name(name) or safe_name(nodeid) or "unnamed"

@@ -1,0 +1,264 @@
+"""The run record — what a baseline file and a results file hold for one benchmark — as a
+typed shape, validated once where it enters perfgate (a file read, a file written).
+
+A record is a plain JSON object (a ``dict`` at run time, typed here with ``TypedDict``):
+
+* ``samples`` — per-step samples of every metric (``step_time_us``, ``utilization``, …;
+  ``None`` where a step has no value), with ``step`` (the step ids) and, for runs measured in
+  rounds, ``round`` (the round of each step);
+* ``operators`` — the operator table (``op_type, core, category, calls_per_step,
+  time_per_step_us, share``, optionally ``samples_us``);
+* ``fingerprint`` — the environment (flat: names to strings, numbers, booleans);
+* ``parameters`` — what the benchmark was run with (steps, batch size, the command …).
+
+:func:`validate_run`, :func:`validate_baseline` and :func:`validate_results` check a decoded
+JSON value against these shapes and raise one :class:`~perfgate.errors.PerfgateError` that
+names the file, the key and what was expected. Everything after them can trust the record.
+The shapes are published as JSON Schema by :func:`json_schema` (``docs/json.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import NotRequired, TypedDict
+
+from perfgate.errors import PerfgateError
+
+BASELINE_FORMAT = "perfgate.baseline"
+# Format history (bump on any change a reader of the previous version would misread):
+#   1 — first version: format, format_version, benchmark, env, commit, then the run record.
+BASELINE_FORMAT_VERSION = 1
+RESULTS_FORMAT = "perfgate.results"
+# History: 1 — first version: {format, format_version, commit, branch, dirty, created, runs[]}.
+RESULTS_FORMAT_VERSION = 1
+
+# Bounds of what a record keeps, so a baseline stays tens of KB and a hostile file cannot
+# make one huge (a run of 200 rounds of 500 steps is far beyond any benchmark here).
+MAX_SAMPLES = 100_000
+MAX_OPERATORS = 2_000
+MAX_NOTES = 200
+MAX_TEXT = 2_000
+SAFE_NAME_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"  # no leading dot: not ., .., .git
+FULL_SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Sample = Number | None
+SampleList = Annotated[list[Sample], Field(max_length=MAX_SAMPLES)]
+Name = Annotated[str, Field(pattern=SAFE_NAME_PATTERN)]
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Scalar = Annotated[str, Field(max_length=MAX_TEXT)] | Number | bool | None
+_OPEN = ConfigDict(extra="allow")
+
+
+@with_config(_OPEN)
+class OperatorEntry(TypedDict):
+    """One row of a run's operator table (device µs per step)."""
+
+    op_type: Text
+    core: Text
+    category: NotRequired[Text]
+    calls_per_step: Sample
+    time_per_step_us: Sample
+    share: Sample
+    samples_us: NotRequired[SampleList]
+
+
+@with_config(_OPEN)
+class RunRecord(TypedDict):
+    """One benchmark's run, as measured (see the module docstring)."""
+
+    benchmark: Name
+    env: Name
+    samples: dict[Text, SampleList]
+    fingerprint: NotRequired[dict[Text, Scalar]]
+    parameters: NotRequired[dict[Text, Any]]
+    operators: NotRequired[Annotated[list[OperatorEntry], Field(max_length=MAX_OPERATORS)]]
+    notes: NotRequired[Annotated[list[Text], Field(max_length=MAX_NOTES)]]
+    profile: NotRequired[dict[Text, Any]]
+    commit: NotRequired[Annotated[str, Field(pattern=FULL_SHA_PATTERN)] | None]
+
+
+class BaselineRecord(RunRecord):
+    """A baseline file: a run record with the commit it was recorded at (``commit`` is
+    required here: :func:`validate_baseline` checks it)."""
+
+    format: str
+    format_version: int
+    branch: NotRequired[str | None]
+    commit_time: NotRequired[str | None]
+    created: NotRequired[str | None]
+    dirty: NotRequired[bool]
+
+
+class ResultsRun(RunRecord):
+    """A run in a results file: the record, its verdict and its comparison."""
+
+    verdict: NotRequired[str]
+    comparison: NotRequired[dict[str, Any] | None]
+    baseline_path: NotRequired[str | None]
+    timings_s: NotRequired[dict[str, Number]]
+
+
+@with_config(_OPEN)
+class ResultsDocument(TypedDict):
+    """What ``pytest --perfgate`` writes (``--perfgate-json``)."""
+
+    format: str
+    format_version: int
+    commit: NotRequired[str | None]
+    branch: NotRequired[str | None]
+    dirty: NotRequired[bool | None]
+    created: NotRequired[str | None]
+    runs: list[ResultsRun]
+
+
+_RUN = TypeAdapter(RunRecord)
+_BASELINE = TypeAdapter(BaselineRecord)
+_RESULTS = TypeAdapter(ResultsDocument)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schemas of a baseline file and a results file."""
+    return {
+        "baseline": _BASELINE.json_schema(),
+        "results": _RESULTS.json_schema(),
+    }
+
+
+_LABELS = {BASELINE_FORMAT: "perfgate baseline", RESULTS_FORMAT: "perfgate results file"}
+_EXPECTED_TEXT = {
+    SAFE_NAME_PATTERN: "a name of letters, digits, '.', '_' or '-', not starting with '.'",
+    FULL_SHA_PATTERN: "a full lowercase commit sha",
+}
+
+
+def _shown(document: dict[str, Any], key: str) -> str:
+    return f"is {document[key]!r}" if key in document else "is missing"
+
+
+def _check_format(document: object, where: str, name: str, newest: int) -> None:
+    label = _LABELS[name]
+    if not isinstance(document, dict):
+        raise PerfgateError(
+            f"{where}: expected a JSON object (a {label}), got {type(document).__name__}"
+        )
+    if document.get("format") != name:
+        raise PerfgateError(
+            f"{where}: key 'format' {_shown(document, 'format')}, not a {label} (expected {name!r})"
+        )
+    version = document.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise PerfgateError(
+            f"{where}: key 'format_version' {_shown(document, 'format_version')} "
+            "(expected a positive integer)"
+        )
+    if version > newest:
+        kind = "baseline" if name == BASELINE_FORMAT else "results"
+        raise PerfgateError(
+            f"{where}: {kind} format_version {version} is newer than this perfgate reads "
+            f"(up to {newest}); upgrade perfgate"
+        )
+
+
+def _problem(error: Any) -> str:
+    """One validation error as "is <value> (expected <what>)" or "is missing"."""
+    if error["type"] == "missing":
+        return "is missing"
+    got = repr(error.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    pattern = (error.get("ctx") or {}).get("pattern")
+    if pattern is not None:
+        expected = _EXPECTED_TEXT.get(pattern, f"text matching {pattern}")
+    else:
+        expected = str(error["msg"]).replace("Input should be ", "").replace("Input ", "")
+    return f"is {got} (expected {expected})"
+
+
+def _validated(adapter: TypeAdapter[Any], value: object, where: str) -> Any:
+    try:
+        record = adapter.validate_python(value)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        more = f"; and {exc.error_count() - 1} more" if exc.error_count() > 1 else ""
+        raise PerfgateError(f"{where}: key {key!r} {_problem(error)}{more}") from None
+    return record
+
+
+def _check_rounds(run: RunRecord, where: str) -> None:
+    samples = run["samples"]
+    rounds = samples.get("round")
+    if rounds is not None and len(rounds) != len(samples.get("step_time_us", [])):
+        raise PerfgateError(
+            f"{where}: key 'samples.round' has {len(rounds)} values but 'samples.step_time_us' "
+            f"has {len(samples.get('step_time_us', []))} (expected one round per step)"
+        )
+
+
+def validate_run(value: object, where: str) -> RunRecord:
+    """A run record, checked (``where`` names it in errors)."""
+    run: RunRecord = _validated(_RUN, value, where)
+    _check_rounds(run, where)
+    return run
+
+
+def validate_baseline(value: object, where: str) -> BaselineRecord:
+    """A baseline document, checked: format, version, names, commit, samples, operators."""
+    _check_format(value, where, BASELINE_FORMAT, BASELINE_FORMAT_VERSION)
+    record: BaselineRecord = _validated(_BASELINE, value, where)
+    if not record.get("commit"):
+        raise PerfgateError(
+            f"{where}: key 'commit' is missing (expected a full lowercase commit sha)"
+        )
+    _check_rounds(record, where)
+    return record
+
+
+def validate_results(value: object, where: str) -> ResultsDocument:
+    """A results document, checked; each run gets the document's commit when it has none."""
+    _check_format(value, where, RESULTS_FORMAT, RESULTS_FORMAT_VERSION)
+    document: ResultsDocument = _validated(_RESULTS, value, where)
+    for index, run in enumerate(document["runs"]):
+        _check_rounds(run, f"{where}: runs[{index}]")
+        if run.get("commit") is None and document.get("commit"):
+            run["commit"] = document["commit"]
+    return document
+
+
+def read_json(path: Path, what: str) -> object:
+    """The decoded JSON value of ``path`` (a ``what``: "baseline", "results file" …), or one
+    error line: missing, unreadable, not UTF-8, not JSON, nested too deep."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfgateError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise PerfgateError(f"{path}: is a directory, not a {what}") from None
+    except UnicodeDecodeError as exc:
+        raise PerfgateError(f"{path}: not a {what} (not UTF-8 text at byte {exc.start})") from None
+    except OSError as exc:
+        raise PerfgateError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PerfgateError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise PerfgateError(f"{path}: JSON nested too deep to be a {what}") from None
+
+
+def json_number(value: object, digits: int | None = None) -> float | None:
+    """A float for JSON: ``None`` for NaN and infinities (JSON has neither), optionally
+    rounded to ``digits`` decimals."""
+    if value is None or isinstance(value, bool):
+        return None
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        return None
+    return round(number, digits) if digits is not None else number

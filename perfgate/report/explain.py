@@ -1,0 +1,163 @@
+"""The words of a comparison: why each metric got its status, one summary line per failing
+metric, and the operators that explain it. Built from the facts the decision kept
+(:mod:`perfgate.analysis.compare`).
+"""
+
+from __future__ import annotations
+
+from perfgate.analysis.compare import (
+    UNSTABLE_OVERRIDE,
+    Comparison,
+    MetricJudgement,
+    OperatorDelta,
+)
+from perfgate.report.format import format_change, format_spread, format_value
+from perfgate.rules import Unit
+from perfgate.verdict import MetricStatus, Verdict
+
+BREAKDOWN_WORDS = {
+    "computing_us": "computing",
+    "comm_not_overlapped_us": "communication (not overlapped)",
+    "free_us": "free (device idle)",
+    "preparing_us": "preparing",
+}
+_STATUS_WORDS = {
+    MetricStatus.REGRESSION: "regressed",
+    MetricStatus.IMPROVEMENT: "improved",
+    MetricStatus.UNSTABLE: "is unstable",
+}
+
+
+def metric_reasons(m: MetricJudgement) -> list[str]:
+    """Why ``m`` has its status, one short clause each (empty for a plain pass)."""
+    if m.status is MetricStatus.NOT_AVAILABLE:
+        side = "baseline" if m.n_baseline == 0 else "current run"
+        return [f"the {side} has no {m.metric} samples"]
+    reasons = []
+    if m.history_runs >= 2 and m.effect is not None and m.reference is not None:
+        reasons.append(
+            f"judged against the median of the last {m.history_runs} baselines "
+            f"({format_value(m.metric, m.reference)}): "
+            f"{format_change(m.reference_change, m.unit)}"
+        )
+    if m.test == "effect-only":
+        reasons.append(
+            f"too few steps for a significance test ({m.n_baseline} baseline, {m.n_current} "
+            f"current; need {m.min_steps} a side): decided on the effect alone"
+        )
+    if m.history_runs < 2 and m.effect is not None:
+        reasons.append("between-run spread unknown: only one baseline run")
+    if m.noisy and m.noise is not None and m.noise_limit is not None:
+        noisy = noise_clause(m)
+        if m.beyond_noise:
+            reasons.append(f"{noisy}, but the change is beyond {UNSTABLE_OVERRIDE:g}× its spread")
+        else:
+            reasons.append(noisy)
+    if m.effect is not None:
+        if m.significant is False and m.p_value is not None:
+            reasons.append(f"not significant (p={m.p_value:.3g} ≥ α={m.alpha:g})")
+        if m.within_history:
+            reasons.append(
+                f"within the spread of the last {m.history_runs} baselines "
+                f"({format_value(m.metric, m.history_low)} – "
+                f"{format_value(m.metric, m.history_high)})"
+            )
+    return reasons
+
+
+def noise_clause(m: MetricJudgement) -> str:
+    """ "baseline too noisy to judge: …" with the measured spread and its limit."""
+    assert m.noise is not None and m.noise_limit is not None
+    if m.noise_unit == Unit.POINTS.value:
+        return (
+            f"baseline too noisy to judge: spread {m.noise * 100:.2f}pt exceeds the "
+            f"{m.noise_limit * 100:g}pt limit"
+        )
+    return (
+        f"baseline too noisy to judge: robust CV {format_spread(m.noise, m.noise_unit)} "
+        f"> {m.noise_limit:.0%}"
+    )
+
+
+def baseline_label(c: Comparison) -> str:
+    """Which baseline and how it was chosen: ``ab12cd34ef56 (merge-base …, 2 commits back)``."""
+    commit = c.baseline.get("commit")
+    label = str(commit)[:12] if commit else str(c.baseline.get("path", "baseline"))
+    how = c.baseline.get("how")
+    distance = c.baseline.get("distance")
+    if how and distance is not None:
+        back = "1 commit back" if distance == 1 else f"{distance} commits back"
+        return f"{label} ({how}, {back})"
+    return f"{label} ({how})" if how else label
+
+
+def describe_operator(o: OperatorDelta) -> str:
+    """``MatMulV2 [AI_CORE] +2.000 ms/step (calls/step 8 → 16), 100% of the step-time
+    increase``."""
+    text = f"{o.op_type} [{o.core}] {o.delta_us / 1e3:+.3f} ms/step"
+    if o.status == "new":
+        text += " (new operator)"
+    elif o.status == "calls-changed":
+        text += f" (calls/step {o.baseline_calls_per_step:g} → {o.current_calls_per_step:g})"
+    if o.share_of_step_delta is not None and o.share_of_step_delta > 0:
+        text += f", {min(o.share_of_step_delta, 9.99):.0%} of the step-time increase"
+    return text
+
+
+def breakdown_explanation(c: Comparison) -> str | None:
+    """Where the step's time went, when the operators do not say: e.g. "free (device idle)
+    +5.10 ms/step" for a host-bound gap no device operator shows."""
+    parts = [
+        f"{BREAKDOWN_WORDS[name]} {delta / 1e3:+.2f} ms/step" for name, delta in c.moved_breakdown()
+    ]
+    return ", ".join(parts) if parts else None
+
+
+def summary_lines(c: Comparison) -> list[str]:
+    """One self-explanatory line per regressed or unstable metric; improvements are listed
+    only when nothing regressed (a slower kernel also "improves" utilization)."""
+    shown = (
+        (MetricStatus.REGRESSION, MetricStatus.UNSTABLE)
+        if c.verdict is Verdict.REGRESSION
+        else (MetricStatus.REGRESSION, MetricStatus.IMPROVEMENT, MetricStatus.UNSTABLE)
+    )
+    lines = []
+    for m in c.metrics:
+        if not m.gated or m.status not in shown:
+            continue
+        line = (
+            f"{c.benchmark}: {m.name} {_STATUS_WORDS[m.status]}: "
+            f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
+            f"({format_change(m.change, m.unit)}, limit {m.threshold}) "
+            f"vs baseline {baseline_label(c)}"
+        )
+        if m.p_value is not None:
+            line += f"; p={m.p_value:.2g}"
+        if m.status is MetricStatus.UNSTABLE:
+            line += "; " + "; ".join(metric_reasons(m))
+        if m.status is MetricStatus.REGRESSION:
+            culprits = c.explaining_operators(m.metric)
+            if culprits:
+                line += "; explained by " + ", ".join(describe_operator(o) for o in culprits)
+            where = breakdown_explanation(c)
+            if where and m.metric in ("step_time_us", "utilization", "free_ratio"):
+                line += f"; per step: {where}"
+        lines.append(line)
+    lines.extend(
+        f"{c.benchmark}: operator {o.op_type} [{o.core}] regressed: "
+        f"{o.baseline_time_per_step_us / 1e3:.3f} → {o.current_time_per_step_us / 1e3:.3f} "
+        f"ms/step (p={o.p_value:.2g}, Holm-corrected)"
+        for o in c.operators
+        if o.regression
+    )
+    return lines
+
+
+def reason_lines(c: Comparison) -> list[str]:
+    """Each distinct reason once, with the gated metrics it applies to."""
+    by_reason: dict[str, list[str]] = {}
+    for m in c.metrics:
+        if m.gated:
+            for reason in metric_reasons(m):
+                by_reason.setdefault(reason, []).append(m.name)
+    return [f"{reason} ({', '.join(names)})" for reason, names in by_reason.items()]

@@ -1,0 +1,86 @@
+"""How perfgate writes numbers, once for every report: times, ratios, changes.
+
+Times are µs inside perfgate and read as ``154.484 ms``, ``50.6 µs`` or ``1.204 s``; ratios
+(0..1) read as ``5.74%``; a change reads in its threshold's unit (``+10.4%``, ``+1.25pt``,
+``+2.000 ms``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from perfgate.rules import Unit
+
+NOT_AVAILABLE = "n/a"
+
+
+def missing(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def format_time(us: float | None) -> str:
+    """Microseconds as a readable time: ``154.484 ms``, ``50.6 µs``, ``1.204 s``."""
+    if us is None or missing(us):
+        return NOT_AVAILABLE
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.3f} ms"
+    return f"{us:.1f} µs"
+
+
+def format_ms(us: float | None, *, signed: bool = False) -> str:
+    """Microseconds as bare milliseconds (``1.250``, ``+0.480``): table cells under an
+    "ms" header."""
+    if us is None or missing(us):
+        return NOT_AVAILABLE
+    return f"{us / 1e3:+.3f}" if signed else f"{us / 1e3:.3f}"
+
+
+def format_ratio(value: float | None) -> str:
+    """A 0..1 ratio as a percentage: ``5.74%``."""
+    if value is None or missing(value):
+        return NOT_AVAILABLE
+    return f"{value * 100:.2f}%"
+
+
+def is_time(metric: str) -> bool:
+    """Whether a metric or sample column holds µs (``step_time_us``, ``time_per_step_us``)."""
+    return metric.endswith("_us")
+
+
+def format_value(metric: str, value: float | None) -> str:
+    """A metric's value in its own unit: a time for ``*_us`` columns, else a ratio."""
+    return format_time(value) if is_time(metric) else format_ratio(value)
+
+
+def format_change(change: float | None, unit: Unit | str) -> str:
+    """A change in a threshold's unit: ``+10.4%`` (relative), ``+1.25pt``, ``+2.000 ms``."""
+    if change is None or missing(change):
+        return NOT_AVAILABLE
+    if math.isinf(change):
+        return "+inf%" if change > 0 else "-inf%"
+    unit = Unit(unit)
+    if unit is Unit.RELATIVE:
+        return f"{change * 100:+.1f}%"
+    if unit is Unit.POINTS:
+        return f"{change * 100:+.2f}pt"
+    return f"{change / 1e3:+.3f} ms"
+
+
+def format_spread(value: float, unit: Unit | str) -> str:
+    """A noise or spread (no sign) in a threshold's unit: ``±4.2%``, ``±0.31pt``."""
+    return "±" + format_change(abs(value), unit).lstrip("+")
+
+
+def format_calls(value: float | None) -> str:
+    """Calls per step: ``8``, ``2.5``."""
+    if value is None or missing(value):
+        return NOT_AVAILABLE
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def format_p(value: float | None) -> str:
+    if value is None or missing(value):
+        return NOT_AVAILABLE
+    return f"{value:.2g}"

@@ -1,0 +1,135 @@
+"""A session's results: the results file (``perfgate.results``), its Markdown report and the
+terminal table ``pytest --perfgate`` ends with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from perfgate.analysis.compare import Comparison
+from perfgate.analysis.statistics import sample_median
+from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
+from perfgate.report.compare import comparison_dict, comparison_from_dict, render_markdown
+from perfgate.report.format import format_change, format_value
+from perfgate.verdict import Verdict
+
+# Operators kept per comparison in a results file: enough to explain, small enough to read.
+RESULTS_TOP_OPERATORS = 10
+
+
+@dataclass
+class BenchmarkResult:
+    """One benchmark's run record and what became of it: compared, or recorded."""
+
+    record: RunRecord
+    comparison: Comparison | None = None
+    recorded: Path | None = None
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.comparison is not None:
+            return self.comparison.verdict
+        return Verdict.RECORDED if self.recorded is not None else Verdict.ERROR
+
+    def as_dict(self, top_operators: int | None = None) -> dict[str, Any]:
+        """This result as a run of a results file."""
+        run: dict[str, Any] = dict(self.record)
+        run["verdict"] = self.verdict.value
+        if self.comparison is not None:
+            run["comparison"] = comparison_dict(self.comparison, top_operators)
+        if self.recorded is not None:
+            run["baseline_path"] = str(self.recorded)
+        if self.timings_s:
+            run["timings_s"] = self.timings_s
+        return run
+
+    @classmethod
+    def from_dict(cls, run: dict[str, Any]) -> BenchmarkResult:
+        """The inverse of :meth:`as_dict` (xdist workers hand results over as JSON)."""
+        record = {
+            k: v
+            for k, v in run.items()
+            if k not in ("verdict", "comparison", "baseline_path", "timings_s")
+        }
+        comparison = run.get("comparison")
+        recorded = run.get("baseline_path")
+        return cls(
+            record=record,  # type: ignore[arg-type]
+            comparison=comparison_from_dict(comparison) if comparison else None,
+            recorded=Path(recorded) if recorded else None,
+            timings_s=dict(run.get("timings_s") or {}),
+        )
+
+
+def results_document(results: Sequence[BenchmarkResult], commit: dict[str, Any]) -> dict[str, Any]:
+    """The ``perfgate.results`` document of a session (``docs/json.md``)."""
+    return {
+        "format": RESULTS_FORMAT,
+        "format_version": RESULTS_FORMAT_VERSION,
+        "commit": commit.get("commit"),
+        "branch": commit.get("branch"),
+        "dirty": commit.get("dirty"),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "runs": [r.as_dict(top_operators=RESULTS_TOP_OPERATORS) for r in results],
+    }
+
+
+def results_markdown(results: Sequence[BenchmarkResult]) -> str:
+    """The Markdown report of a session: the comparisons, then the baselines recorded."""
+    comparisons = [r.comparison for r in results if r.comparison is not None]
+    parts = [render_markdown(comparisons)] if comparisons else []
+    recorded = [r for r in results if r.recorded is not None]
+    if recorded:
+        parts.append("### perfgate: baselines recorded\n")
+        parts.extend(
+            f"- `{r.record['benchmark']}` on `{r.record['env']}`: `{r.recorded}`" for r in recorded
+        )
+        parts.append("")
+    return "\n".join(parts) + ("\n" if parts else "")
+
+
+_SUMMARY_HEADERS = [
+    "benchmark",
+    "verdict",
+    "step time",
+    "vs baseline",
+    "utilization",
+    "copy ratio",
+    "baseline",
+]
+
+
+def summary_table(results: Sequence[BenchmarkResult]) -> str:
+    """The terminal table ``pytest --perfgate`` ends with: one row per benchmark."""
+    rows = []
+    for result in results:
+        samples = result.record["samples"]
+        comparison = result.comparison
+        change = "—"
+        baseline = "—"
+        if comparison is not None:
+            metric = next((m for m in comparison.metrics if m.name == "step_time"), None)
+            if metric is not None:
+                change = format_change(metric.change, metric.unit)
+            commit = comparison.baseline.get("commit")
+            baseline = str(commit)[:12] if commit else "—"
+        verdict = result.verdict
+        loud = verdict in (Verdict.REGRESSION, Verdict.ERROR)
+        rows.append(
+            [
+                result.record["benchmark"],
+                verdict.value.upper() if loud else verdict.value,
+                format_value("step_time_us", sample_median(samples.get("step_time_us", []))),
+                change,
+                format_value("utilization", sample_median(samples.get("utilization", []))),
+                format_value("copy_ratio", sample_median(samples.get("copy_ratio", []))),
+                baseline,
+            ]
+        )
+    return tabulate(rows, headers=_SUMMARY_HEADERS, disable_numparse=True)

@@ -1,0 +1,188 @@
+"""The rules a benchmark is judged by, as plain data: thresholds and statistics.
+
+Nothing here reads files: :mod:`perfgate.config` builds these objects from ``perfgate.yaml``
+or ``[tool.perfgate]`` and validates them; the analysis only reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Unit(str, Enum):
+    """How a threshold is measured."""
+
+    RELATIVE = "%"  # of the baseline value
+    POINTS = "pt"  # percentage points of a ratio metric (0..1 scaled to 0..100)
+    MICROSECONDS = "us"  # absolute time
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A limit on a metric's change in its bad direction, e.g. ``5%``, ``3pt``, ``2ms``."""
+
+    value: float  # fraction for % and pt (0.05 = 5%), µs for times
+    unit: Unit
+    text: str
+
+    def exceeded_by(self, baseline: float, current: float, bad_sign: int) -> bool:
+        """Whether ``current`` moved past the limit in the bad direction (+1 up, -1 down)."""
+        return self.change(baseline, current) * bad_sign > self.value
+
+    def change(self, baseline: float, current: float) -> float:
+        """The change in this threshold's unit (fraction for % and pt, µs for times)."""
+        if self.unit is Unit.RELATIVE:
+            return (current - baseline) / baseline if baseline else float("inf")
+        return current - baseline
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A gated metric: its sample column, its bad direction and how its limit is written."""
+
+    label: str  # config key, e.g. step_time
+    metric: str  # column name in the per-step samples, e.g. step_time_us
+    bad_sign: int  # +1: higher is worse; -1: lower is worse
+    limit_key: str  # max_increase | max_drop
+    units: tuple[Unit, ...]  # units a limit may be written in
+    default: Threshold
+    gated_by_default: bool
+
+
+METRICS: dict[str, MetricSpec] = {
+    spec.label: spec
+    for spec in (
+        MetricSpec(
+            "step_time",
+            "step_time_us",
+            +1,
+            "max_increase",
+            (Unit.RELATIVE, Unit.MICROSECONDS),
+            Threshold(0.05, Unit.RELATIVE, "5%"),
+            True,
+        ),
+        MetricSpec(
+            "utilization",
+            "utilization",
+            -1,
+            "max_drop",
+            (Unit.POINTS, Unit.RELATIVE),
+            Threshold(0.03, Unit.POINTS, "3pt"),
+            True,
+        ),
+        MetricSpec(
+            "copy_ratio",
+            "copy_ratio",
+            +1,
+            "max_increase",
+            (Unit.POINTS, Unit.RELATIVE),
+            Threshold(0.02, Unit.POINTS, "2pt"),
+            True,
+        ),
+        MetricSpec(
+            "comm_ratio",
+            "comm_ratio",
+            +1,
+            "max_increase",
+            (Unit.POINTS, Unit.RELATIVE),
+            Threshold(0.05, Unit.POINTS, "5pt"),
+            False,
+        ),
+        MetricSpec(
+            "free_ratio",
+            "free_ratio",
+            +1,
+            "max_increase",
+            (Unit.POINTS, Unit.RELATIVE),
+            Threshold(0.05, Unit.POINTS, "5pt"),
+            False,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class MetricRule:
+    """How one metric is judged."""
+
+    metric: str  # column name in the per-step samples, e.g. step_time_us
+    label: str  # config key, e.g. step_time
+    bad_sign: int  # +1: higher is worse; -1: lower is worse
+    threshold: Threshold
+    gate: bool = True
+
+
+@dataclass(frozen=True)
+class OperatorRule:
+    max_increase: Threshold
+    min_share: float  # fraction of the step an operator must hold to be gated
+    gate: bool = False
+
+
+@dataclass(frozen=True)
+class Statistics:
+    alpha: float = 0.01
+    min_steps: int = 10
+    lookback: int = 8  # ancestor baselines used to estimate the between-run spread
+    max_cv: float = 0.10  # baseline spread (robust CV) above which a metric is unstable
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Everything one benchmark is judged by."""
+
+    metrics: dict[str, MetricRule]
+    operators: OperatorRule
+    statistics: Statistics = field(default_factory=Statistics)
+
+    @property
+    def gated(self) -> list[MetricRule]:
+        return [rule for rule in self.metrics.values() if rule.gate]
+
+
+def default_rules() -> Rules:
+    metrics = {
+        label: MetricRule(
+            metric=spec.metric,
+            label=label,
+            bad_sign=spec.bad_sign,
+            threshold=spec.default,
+            gate=spec.gated_by_default,
+        )
+        for label, spec in METRICS.items()
+    }
+    operators = OperatorRule(
+        max_increase=Threshold(0.10, Unit.RELATIVE, "10%"), min_share=0.01, gate=False
+    )
+    return Rules(metrics=metrics, operators=operators)
+
+
+PROFILERS = ("auto", "torch", "torch_npu", "msprof", "none")
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    dir: str = "baselines"
+    branch: str = "main"
+    max_depth: int = 50
+    env: str = "auto"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated configuration: default rules, per-benchmark rules, the store, the
+    profiler. ``source`` names where it came from, for messages."""
+
+    rules: Rules = field(default_factory=default_rules)
+    baseline: BaselineSettings = field(default_factory=BaselineSettings)
+    profiler: str = "auto"
+    benchmarks: dict[str, Rules] = field(default_factory=dict)
+    source: str = "defaults"
+
+    def rules_for(self, benchmark: str) -> Rules:
+        """The rules of ``benchmark``: its ``benchmarks.<name>`` overrides, else the defaults."""
+        return self.benchmarks.get(benchmark, self.rules)
