@@ -1,4 +1,4 @@
-"""The metric definitions (DESIGN §3) on small hand-built tables.
+"""The metric definitions (docs/metrics.md) on small hand-built tables.
 
 Readers are tested against real profiler output in tests/test_ingest_*.py; here each table is
 small enough that every expected number can be checked by eye.

@@ -1,4 +1,4 @@
-"""Baseline storage and the git history that picks baselines (DESIGN §5).
+"""Baseline storage and the git history that picks baselines (README "Baselines").
 
 The git tests run against a small repository built here with fixed dates, so every expected
 sha is a commit of that repository:

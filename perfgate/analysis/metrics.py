@@ -1,4 +1,4 @@
-"""Profile tables → per-step metrics, per-operator table and their summary (DESIGN §3).
+"""Profile tables → per-step metrics, per-operator table and their summary (docs/metrics.md).
 
 Pure functions over DataFrames: no file system, git, pytest or printing.
 

@@ -1,4 +1,4 @@
-"""Baselines on disk and the git history that chooses them (DESIGN §5).
+"""Baselines on disk and the git history that chooses them (README, "Baselines").
 
 :mod:`perfgate.store.git` answers "which commits may serve as baseline, in what order";
 :mod:`perfgate.store.baselines` reads and writes the files keyed by those commits.
