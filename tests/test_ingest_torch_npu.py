@@ -19,7 +19,8 @@ import pytest
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import torch_npu
-from perfgate.ingest.ascend_csv import LEVEL0_NOTE, op_type_from_name
+from perfgate.ingest.ascend_csv import LEVEL0_NOTE
+from perfgate.ingest.categories import op_type_from_name
 from perfgate.model import EPOCH_ORIGIN_US, Profile
 
 DATA = Path(__file__).parent / "data" / "torch_npu"

@@ -15,9 +15,7 @@ file, the column and the row.
 from __future__ import annotations
 
 import csv
-import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +23,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.categories import ascend_category
+from perfgate.ingest.categories import categorize, op_type_from_name
+from perfgate.ingest.common import strip_shape_quotes
 from perfgate.model import BREAKDOWN_COLUMNS, TimeBase
 
 # ``time``: an absolute time stamp in µs (float64 µs since the TimeBase's origin).
@@ -211,46 +210,6 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     return numbers
 
 
-def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
-    """``"32,3,224,224"`` (the CSV's tripled quotes, once parsed) → ``32,3,224,224``."""
-    return shapes.map(lambda v: v.strip('"') if isinstance(v, str) else v).astype(object)
-
-
-# Level0 kernel names → operator type (kernel_details has Type = N/A at Level0). The rules, tried
-# in this order (first match wins):
-#   aclnn<Api>_<Impl>_<OpType>     → OpType        aclnnMm_MatMulCommon_MatMulV2 → MatMulV2
-#   hcom_<op>_<ids…>               → hcom_<op>_    hcom_allReduce__868_0_1 → hcom_allReduce_
-#   trans_<OpType>_<n>             → OpType        trans_TransData_0 → TransData
-#   atomic_memset…                 → MemSet        atomic_memset-1_69_2208226_1_0 → MemSet
-#   <Op><n>_<SubKernel>            → SubKernel     Conv2DBackpropFilter6_MemSet → MemSet
-#   <Op>V<d>[<n>]                  → <Op>V<d>      GatherV282 → GatherV2, MatMulV2 → MatMulV2
-#   <OpType><n> / <OpType>_<n>     → OpType        Conv2D1 → Conv2D, ReduceSum7 → ReduceSum
-#   anything else                  → the name itself
-# i.e. the instance number the graph engine appends is removed, and the ``V<d>`` version suffix
-# of an operator type is kept. Checked against the Level1 fixtures, where Name and Type are both
-# given: all 191 kernels of the msinsight Level1 profile (the Level0 profile's model) get their
-# Type back. A name cannot say whether trailing digits after a version suffix are part of it
-# (``MatMulV21``), nor a type the kernel name does not contain (``ReduceSum7`` is a
-# ``ReduceSumD``): Level0 operator types are a best effort.
-_ACLNN = re.compile(r"^aclnn[A-Za-z0-9]+_.+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
-_HCOM = re.compile(r"^(?P<op>hcom_[A-Za-z0-9]+_)")
-_TRANS = re.compile(r"^trans_(?P<op>[A-Za-z][A-Za-z0-9]*)_\d+$")
-_ATOMIC_MEMSET = re.compile(r"^atomic_(?P<op>memset)\b", re.IGNORECASE)
-_SUB_KERNEL = re.compile(r"^[A-Za-z][A-Za-z0-9]*?\d+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
-_VERSIONED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*V\d)_?\d*$")
-_INSTANCE = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9_]*?[A-Za-z])_?\d+$")
-_NAME_RULES = (_ACLNN, _HCOM, _TRANS, _ATOMIC_MEMSET, _SUB_KERNEL, _VERSIONED, _INSTANCE)
-
-
-def op_type_from_name(name: str) -> str:
-    """Operator type of a Level0 kernel from its name (see the rule table above)."""
-    for pattern in _NAME_RULES:
-        match = pattern.match(name)
-        if match:
-            return "MemSet" if pattern is _ATOMIC_MEMSET else match.group("op")
-    return name
-
-
 LEVEL0_NOTE = (
     "Level0 profile: kernel_details has no OP Type or Accelerator Core; op_type is derived "
     "from the kernel name (instance number removed) and core is 'N/A'"
@@ -262,7 +221,7 @@ def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
     Fills what the source leaves out: ``name`` from ``op_type``/``core``, ``op_type`` from the
     name (Level0, :func:`op_type_from_name`), ``core`` as ``N/A``; adds ``category``
-    (:func:`~perfgate.ingest.categories.ascend_category`); strips the quotes around shapes.
+    (:func:`~perfgate.ingest.categories.categorize`); strips the quotes around shapes.
     Keeps the helper columns ``device_id``, ``task_id``, ``stream`` when present, and leaves
     ``rank`` to the caller. Returns the table and notes for the user.
     """
@@ -288,17 +247,6 @@ def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if "step" not in tasks.columns:
         tasks["step"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
     return tasks, notes
-
-
-def categorize(core: pd.Series, name: pd.Series) -> pd.Series:
-    """:func:`ascend_category` per row, computed once per distinct (core, name) pair."""
-    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
-    distinct = pairs.drop_duplicates()
-    distinct = distinct.assign(
-        category=[ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])]
-    )
-    merged = pairs.merge(distinct, on=["core", "name"], how="left")
-    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
 
 
 def breakdown_columns() -> list[CsvColumn]:
@@ -344,26 +292,3 @@ def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
     )
     out["category"] = categorize(out["core"], out["op_type"])
     return out[list(OP_STATISTIC_COLUMNS)].astype({"rank": "int64"})
-
-
-def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate, skipping empty frames (so empty tables never decide dtypes)."""
-    kept = [f for f in frames if len(f) > 0]
-    if not kept:
-        return pd.DataFrame()
-    if len(kept) == 1:
-        return kept[0].reset_index(drop=True)
-    return pd.concat(kept, ignore_index=True)
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A small JSON file holding one object (``profiler_info*.json``)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProfileError(path, f"is not valid JSON ({exc})", expected="a JSON object") from exc
-    if not isinstance(data, dict):
-        raise ProfileError(path, "does not hold a JSON object", expected="a JSON object")
-    return data

@@ -61,15 +61,23 @@ import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.categories import ascend_category
+from perfgate.ingest.categories import categorize
+from perfgate.ingest.common import strip_shape_quotes
 from perfgate.intervals import FloatArray, clip, merge
-from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile, TimeBase
+from perfgate.model import (
+    BREAKDOWN_COLUMNS,
+    NO_STEP_MARKS_NOTE,
+    NS_PER_US,
+    Category,
+    Profile,
+    TimeBase,
+    empty_steps,
+)
 
 MSPROF_DB_GLOB = "msprof_*.db"
 TORCH_NPU_DB_GLOB = "ascend_pytorch_profiler*.db"
 ASCEND_PROFILER_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-NS_PER_US = 1000.0
 
 # Text exports that the CSV readers take: a directory holding them is not ours.
 _TORCH_NPU_TEXT = ("kernel_details.csv", "step_trace_time.csv")
@@ -493,7 +501,7 @@ def _build_tasks(
     core = core.where(~has_info, _text(raw["compute_core"]).fillna(task_type))
     core = core.where(~comm_task_kept, "HCCL")
 
-    shapes = _text(raw["input_shapes"]).map(lambda v: v.strip('"') if isinstance(v, str) else v)
+    shapes = strip_shape_quotes(_text(raw["input_shapes"]))
     task_table = pd.DataFrame(
         {
             "device": device,
@@ -520,7 +528,7 @@ def _build_tasks(
             "name": tasks["name"].astype(object),
             "op_type": tasks["op_type"].astype(object),
             "core": tasks["core"].astype(object),
-            "category": _categorize(tasks["core"], tasks["name"]),
+            "category": categorize(tasks["core"], tasks["name"]),
             # Exact: the origin is subtracted, and the duration taken, in integer ns.
             "start_us": clock.from_ns(tasks["start_ns"].to_numpy(dtype=np.int64)),
             "dur_us": (tasks["end_ns"] - tasks["start_ns"]).to_numpy() / NS_PER_US,
@@ -584,17 +592,6 @@ def _comm_op_tasks(
     )
 
 
-def _categorize(core: pd.Series, name: pd.Series) -> pd.Series:
-    """:func:`ascend_category` once per distinct (core, name) pair."""
-    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
-    distinct = pairs.drop_duplicates().copy()
-    distinct["category"] = [
-        ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])
-    ]
-    merged = pairs.merge(distinct, on=["core", "name"], how="left")
-    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
-
-
 # --------------------------------------------------------------------------- steps
 
 
@@ -620,7 +617,7 @@ def _read_steps(
     elif schema.rows(conn, "MSTX_EVENTS"):
         windows = _mstx_steps(conn, schema)
     if windows.empty:
-        return _empty_steps(), [NO_STEP_MARKS_NOTE]
+        return empty_steps(), [NO_STEP_MARKS_NOTE]
     start_ns = windows["start_ns"].to_numpy(dtype=np.int64)
     end_ns = windows["end_ns"].to_numpy(dtype=np.int64)
     start_us, end_us = clock.from_ns(start_ns), clock.from_ns(end_ns)
@@ -664,17 +661,6 @@ def _mstx_steps(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
         marks.groupby("step", as_index=False)
         .agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
         .sort_values("step")
-    )
-
-
-def _empty_steps() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": pd.Series(dtype="int64"),
-            "step": pd.Series(dtype="Int64"),
-            "start_us": pd.Series(dtype="float64"),
-            "end_us": pd.Series(dtype="float64"),
-        }
     )
 
 

@@ -56,16 +56,27 @@ import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.ascend_csv import categorize, op_type_from_name
 from perfgate.ingest.categories import (
     ASCEND_COMM,
     ASCEND_COMPUTE,
     ASCEND_COPY,
+    categorize,
     cpu_category,
     cuda_category,
     cuda_copy_direction,
+    op_type_from_name,
 )
-from perfgate.model import CPU_OPS, DEVICE_TASKS, NO_STEP_MARKS_NOTE, Profile, TimeBase
+from perfgate.ingest.common import concat_frames
+from perfgate.model import (
+    CPU_OPS,
+    DEVICE_TASKS,
+    NO_STEP_MARKS_NOTE,
+    NS_PER_US,
+    Profile,
+    TimeBase,
+    empty_steps,
+    empty_tasks,
+)
 
 KINETO = "kineto"
 ASCEND_TIMELINE = "ascend_timeline"
@@ -102,7 +113,6 @@ _FIRST_WORK_EVENTS = frozenset({"Computing", "Communication"})
 # Top-level header keys that may carry the torch version (Kineto itself writes none).
 _TORCH_VERSION_KEYS = ("pytorch_version", "torch_version")
 
-_NS_PER_US = 1000
 _TRACE_EXPECTED = (
     "a torch.profiler trace (a JSON object with a 'traceEvents' array) or an Ascend "
     "timeline (a JSON array of trace events)"
@@ -424,7 +434,7 @@ class _EventColumns:
     def _ns(self, event: dict[str, Any], key: str) -> int:
         """A time stamp (µs: int, decimal or a string of a decimal) as integer ns, exactly."""
         number = self._decimal(event, key)
-        return int((number * _NS_PER_US).to_integral_value(rounding=ROUND_HALF_EVEN))
+        return int((number * NS_PER_US).to_integral_value(rounding=ROUND_HALF_EVEN))
 
     def _us(self, event: dict[str, Any], key: str) -> float:
         """A duration in µs as float64 (Ascend writes sub-ns digits, e.g. ``1.2695``)."""
@@ -456,7 +466,7 @@ class _EventColumns:
                 "ts_ns": pd.Series(self.ts_ns, dtype="int64"),
                 "dur_us": pd.Series(self.dur_us, dtype="float64"),
                 # Interval logic (nesting, step windows) runs on integer ns.
-                "dur_ns": np.rint(np.asarray(self.dur_us, dtype="float64") * _NS_PER_US).astype(
+                "dur_ns": np.rint(np.asarray(self.dur_us, dtype="float64") * NS_PER_US).astype(
                     "int64"
                 ),
                 "stream": pd.Series(self.stream, dtype=object),
@@ -520,13 +530,6 @@ def _steps_table(rank: int, windows: pd.DataFrame, clock: TimeBase) -> pd.DataFr
             "end_us": clock.from_ns(windows["end_ns"].to_numpy(dtype=np.int64)),
         }
     )
-
-
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    kept = [f for f in frames if len(f) > 0]
-    if not kept:
-        return frames[0] if frames else pd.DataFrame()
-    return pd.concat(kept, ignore_index=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,7 +620,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
             "mixes GPU traces and CPU-only traces",
             expected="traces of one run, all with or all without GPU activity",
         )
-    all_steps = _concat(steps)
+    all_steps = concat_frames(steps, empty_steps())
     if all_steps.empty:
         notes.append(NO_STEP_MARKS_NOTE)
     metadata: dict[str, Any] = {
@@ -633,7 +636,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
     return Profile(
         source=KINETO,
         path=str(path),
-        tasks=_concat(tasks),
+        tasks=concat_frames(tasks, empty_tasks()),
         steps=all_steps,
         metadata=metadata,
         notes=notes,
@@ -737,11 +740,12 @@ def _ascend_profile(path: Path, trace: _Trace, clock: TimeBase) -> Profile:
     ranks = sorted(set(rank_of.values())) or [0]
     tasks = _ascend_tasks(device_events, windows, rank_of, clock)
     overlap = events.loc[events["pid"].isin(trace.pids_named(OVERLAP_ANALYSIS))]
-    steps = _concat(
+    steps = concat_frames(
         [
             _ascend_steps(rank, windows, overlap, rank_of, clock, has_overlap=bool(len(overlap)))
             for rank in ranks
-        ]
+        ],
+        empty_steps(),
     )
     notes = [] if not windows.empty else [NO_STEP_MARKS_NOTE]
     outside = int(tasks["step"].isna().sum()) if not windows.empty else 0
@@ -845,6 +849,6 @@ def _ascend_steps(
         steps[column] = steps["step"].map(sums).fillna(0.0).astype("float64")
     first_work = mine.loc[mine["name"].isin(_FIRST_WORK_EVENTS)].groupby("step")["ts_ns"].min()
     starts = pd.Series(windows["start_ns"].to_numpy(), index=windows["step"].to_numpy())
-    preparing = (first_work - starts.reindex(first_work.index)).clip(lower=0) / _NS_PER_US
+    preparing = (first_work - starts.reindex(first_work.index)).clip(lower=0) / NS_PER_US
     steps["preparing_us"] = steps["step"].map(preparing).astype("float64")
     return steps

@@ -37,16 +37,14 @@ from perfgate.ingest.ascend_csv import (
     OP_SUMMARY,
     CsvColumn,
     ascend_tasks,
-    concat_frames,
     read_csv_columns,
     read_op_statistic,
     task_columns,
 )
+from perfgate.ingest.common import canonical_task_columns, concat_frames
 from perfgate.model import (
     NO_STEP_MARKS_NOTE,
-    OPTIONAL_TASK_COLUMNS,
     STEP_COLUMNS,
-    TASK_COLUMNS,
     Profile,
     TimeBase,
     empty_steps,
@@ -259,10 +257,8 @@ def read(path: Path) -> Profile:
             )
         for folder, device in readable:
             _read_folder(folder, device, part)
-    tasks = concat_frames(part.tasks)
-    steps = concat_frames(part.steps)
-    tasks = tasks if not tasks.empty else empty_tasks()
-    steps = steps if not steps.empty else empty_steps()
+    tasks = concat_frames(part.tasks, empty_tasks())
+    steps = concat_frames(part.steps, empty_steps())
     if tasks.empty and steps.empty:
         raise ProfileError(path, "holds no device tasks and no steps", expected="op_summary rows")
     notes = part.notes
@@ -303,9 +299,9 @@ def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
     ops = concat_frames(op_summary)
     if task_time:
         extra = _only_in_task_time(concat_frames(task_time), ops)
-        part.tasks.append(_canonical_task_columns(concat_frames([ops, extra])))
+        part.tasks.append(canonical_task_columns(concat_frames([ops, extra])))
     else:
-        part.tasks.append(_canonical_task_columns(ops))
+        part.tasks.append(canonical_task_columns(ops))
         part.notes.append(f"{folder}: no task_time_*.csv; non-operator tasks are not shown")
     if not op_summary:
         part.notes.append(f"{folder}: no op_summary_*.csv; tasks from task_time_*.csv only")
@@ -383,13 +379,6 @@ def _only_in_task_time(task_time: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFra
         )
         duplicate[pairs.loc[overlap, "_row"].to_numpy()] = True
     return candidates.loc[~duplicate].drop(columns="_row")
-
-
-def _canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
-    if tasks.empty:
-        return empty_tasks()
-    keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
-    return tasks[keep]
 
 
 def _read_step_trace(

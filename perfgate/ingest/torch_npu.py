@@ -43,20 +43,17 @@ from perfgate.ingest.ascend_csv import (
     CsvColumn,
     ascend_tasks,
     breakdown_columns,
-    concat_frames,
     fill_missing_preparing,
     read_csv_columns,
     read_header,
-    read_json_object,
     read_op_statistic,
     task_columns,
 )
+from perfgate.ingest.common import canonical_task_columns, concat_frames, read_json_object
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     NO_STEP_MARKS_NOTE,
-    OPTIONAL_TASK_COLUMNS,
     STEP_COLUMNS,
-    TASK_COLUMNS,
     Category,
     Profile,
     TimeBase,
@@ -296,8 +293,8 @@ def _profile(path: Path, ranks: list[_RankData], clock: TimeBase) -> Profile:
             if note not in notes:
                 notes.append(note)
     metadata = _merge_metadata([d.metadata for d in ranks], notes)
-    tasks = _concat_tasks([d.tasks for d in ranks])
-    steps = _concat_steps([d.steps for d in ranks])
+    tasks = concat_frames([d.tasks for d in ranks], empty_tasks())
+    steps = concat_frames([d.steps for d in ranks], empty_steps())
     metadata["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
     statistics = [d.op_statistic for d in ranks if d.op_statistic is not None]
     if statistics:
@@ -345,8 +342,7 @@ def _read_kernel_details(
     )
     tasks, notes = ascend_tasks(raw)
     _set_rank(tasks, rank)
-    keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
-    return tasks[keep], notes
+    return canonical_task_columns(tasks), notes
 
 
 def _set_rank(frame: pd.DataFrame, rank: int | None) -> None:
@@ -558,13 +554,3 @@ def _merge_metadata(all_metadata: list[dict[str, Any]], notes: list[str]) -> dic
                 if note not in notes:
                     notes.append(note)
     return merged
-
-
-def _concat_tasks(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    tasks = concat_frames(frames)
-    return tasks if not tasks.empty else empty_tasks()
-
-
-def _concat_steps(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    steps = concat_frames(frames)
-    return steps if not steps.empty else empty_steps()
