@@ -78,6 +78,7 @@ TASK_COLUMNS = ("rank", "step", "name", "op_type", "core", "category", "start_us
 OPTIONAL_TASK_COLUMNS = ("input_shapes", "direction", "stream")
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us")
 BREAKDOWN_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
+OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "category", "count", "total_us")
 
 _TASK_DTYPES: dict[str, str] = {
     "rank": "int64",
@@ -94,6 +95,14 @@ _STEP_DTYPES: dict[str, str] = {
     "step": "Int64",
     "start_us": "float64",
     "end_us": "float64",
+}
+_OP_STATISTIC_DTYPES: dict[str, str] = {
+    "rank": "int64",
+    "op_type": "object",
+    "core": "object",
+    "category": "object",
+    "count": "int64",
+    "total_us": "float64",
 }
 
 # The note every reader and the analysis give a profile without step marks.
@@ -378,6 +387,23 @@ def normalize_steps(steps: pd.DataFrame, source: str | Path) -> pd.DataFrame:
     return out.sort_values(["rank", "step"]).reset_index(drop=True)
 
 
+def normalize_op_statistic(table: pd.DataFrame, source: str | Path) -> pd.DataFrame:
+    """Check a reader's op_statistic table against the contract and coerce the dtypes."""
+    missing = [c for c in OP_STATISTIC_COLUMNS if c not in table.columns]
+    if missing:
+        raise ProfileError(source, "reader produced no such op_statistic column", column=missing[0])
+    out = table[list(OP_STATISTIC_COLUMNS)].astype(_OP_STATISTIC_DTYPES)
+    bad = ~out["category"].isin(CATEGORIES)
+    if bad.any():
+        raise ProfileError(
+            source,
+            f"unknown operator category {out.loc[bad, 'category'].iloc[0]!r}",
+            column="category",
+            expected=" | ".join(CATEGORIES),
+        )
+    return out.reset_index(drop=True)
+
+
 @dataclass
 class Profile:
     """One profile, read into the canonical tables.
@@ -399,6 +425,11 @@ class Profile:
             the module docstring).
         notes: things the user should know about how the profile was read (one line each),
             e.g. "no step marks: analysed as one window".
+        op_statistic: the profiler's own per-operator totals, when the source has them
+            (``op_statistic.csv``, ``op_statistic_*.csv``): one row per (rank, operator type,
+            core) with :data:`OP_STATISTIC_COLUMNS` (``count`` int64, ``total_us`` float64,
+            ``category`` one of :class:`Category`); ``None`` otherwise. The analysis uses it
+            when the profile has no per-task rows.
     """
 
     source: str
@@ -407,10 +438,13 @@ class Profile:
     steps: pd.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    op_statistic: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
         self.tasks = normalize_tasks(self.tasks, self.path)
         self.steps = normalize_steps(self.steps, self.path)
+        if self.op_statistic is not None:
+            self.op_statistic = normalize_op_statistic(self.op_statistic, self.path)
         self.metadata.setdefault("task_basis", DEVICE_TASKS)
         self.metadata.setdefault("copy_visible", True)
         self.metadata.setdefault("time_origin_us", 0)

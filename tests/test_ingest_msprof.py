@@ -122,8 +122,9 @@ def test_no_step_trace_means_one_window_with_a_note() -> None:
     assert profile.tasks["step"].isna().all()
 
 
-def test_op_statistic_goes_to_metadata() -> None:
-    statistic = read(PROF).metadata["op_statistic"]
+def test_op_statistic_is_the_profiles_op_statistic_table() -> None:
+    statistic = read(PROF).op_statistic
+    assert statistic is not None
     assert statistic.to_dict("records") == [
         {
             "rank": 0,

@@ -189,11 +189,14 @@ def test_level1_step_50_breakdown_sums_to_154483_509_us() -> None:
 
 
 def test_level1_metadata_and_op_statistic_table() -> None:
-    metadata = read(LEVEL1).metadata
+    profile = read(LEVEL1)
+    metadata = profile.metadata
     assert metadata["profiler_level"] == "Level1"
     assert metadata["aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION"
     assert metadata["export_type"] == "text"
-    statistic = metadata["op_statistic"]
+    assert "op_statistic" not in metadata
+    statistic = profile.op_statistic
+    assert statistic is not None
     assert list(statistic.columns) == ["rank", "op_type", "core", "category", "count", "total_us"]
     # op_statistic.csv: 33 data rows; Σ Count = 187 = 191 kernels − 4 HCCL
     assert len(statistic) == 33
@@ -258,7 +261,8 @@ def test_level2_export_without_kernel_details_gives_steps_and_a_note() -> None:
 
 
 def test_level2_metadata_has_versions_and_op_statistic() -> None:
-    metadata = read(LEVEL2).metadata
+    profile = read(LEVEL2)
+    metadata = profile.metadata
     # profiler_info_0.json: torch_npu_version 2.7.1, cann_version 8.3.RC1, Level2,
     # _export_type ["text"], rank_id "0" (a string)
     assert metadata["cann_version"] == "8.3.RC1"
@@ -266,7 +270,8 @@ def test_level2_metadata_has_versions_and_op_statistic() -> None:
     assert metadata["profiler_level"] == "Level2"
     assert metadata["export_type"] == "text"
     assert metadata["ranks"] == [0]
-    statistic = metadata["op_statistic"]
+    statistic = profile.op_statistic
+    assert statistic is not None
     # op_statistic.csv: 35 data rows, Σ Count 2448; row 0,MatMulV3,AI_CORE,280,48000.78,…
     assert len(statistic) == 35
     assert statistic["count"].sum() == 2448

@@ -25,7 +25,7 @@ import pandas as pd
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import categorize, op_type_from_name
 from perfgate.ingest.common import strip_shape_quotes
-from perfgate.model import BREAKDOWN_COLUMNS, TimeBase
+from perfgate.model import BREAKDOWN_COLUMNS, OP_STATISTIC_COLUMNS, TimeBase
 
 # ``time``: an absolute time stamp in µs (float64 µs since the TimeBase's origin).
 ColumnKind = Literal["text", "float", "int", "time"]
@@ -79,7 +79,6 @@ OP_STATISTIC_COLUMNS_SPEC: tuple[tuple[str, str, ColumnKind, bool], ...] = (
     ("count", "Count", "int", True),
     ("total_us", "Total Time(us)", "float", True),
 )
-OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "category", "count", "total_us")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ What comes from where:
   ``Device_id``), plus the tasks only ``task_time_*.csv`` lists (events, copies, …);
 - steps ← ``step_trace_*.csv`` (``Iteration ID``; window = ``Iteration End − Iteration Time`` to
   ``Iteration End``) when present, else none (one window);
-- ``metadata["op_statistic"]`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
+- ``op_statistic`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
 
 Time stamps (``Task Start Time(us)``, ``task_start(us)``, ``Iteration End(us)``) are read exactly
 by one :class:`~perfgate.model.TimeBase` for the whole profile: epoch µs become µs since
@@ -270,10 +270,14 @@ def read(path: Path) -> Profile:
         "copy_visible": part.task_time_read,
         "time_origin_us": part.clock.origin_us,
     }
-    if part.op_statistic:
-        metadata["op_statistic"] = pd.concat(part.op_statistic, ignore_index=True)
     return Profile(
-        source=SOURCE, path=str(path), tasks=tasks, steps=steps, metadata=metadata, notes=notes
+        source=SOURCE,
+        path=str(path),
+        tasks=tasks,
+        steps=steps,
+        metadata=metadata,
+        notes=notes,
+        op_statistic=pd.concat(part.op_statistic, ignore_index=True) if part.op_statistic else None,
     )
 
 

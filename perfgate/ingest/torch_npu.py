@@ -15,7 +15,7 @@ What comes from where:
 - steps ← ``step_trace_time.csv`` (breakdown columns, no window), with windows
   (``start_us``/``end_us``) from the ``ProfilerStep#N`` events of ``trace_view.json`` when present
   (parsed by :func:`perfgate.ingest.chrome_trace.profiler_step_windows`);
-- metadata ← ``profiler_info[_{rank}].json``; ``metadata["op_statistic"]`` ← ``op_statistic.csv``
+- metadata ← ``profiler_info[_{rank}].json``; ``op_statistic`` ← ``op_statistic.csv``
   (columns ``rank, op_type, core, count, total_us``);
 - rank ← ``rank_id`` of ``profiler_info*.json``, else the ``{rank}`` in its file name, else the
   ``Device_id`` column, else 0.
@@ -297,10 +297,9 @@ def _profile(path: Path, ranks: list[_RankData], clock: TimeBase) -> Profile:
     steps = concat_frames([d.steps for d in ranks], empty_steps())
     metadata["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
     statistics = [d.op_statistic for d in ranks if d.op_statistic is not None]
-    if statistics:
-        metadata["op_statistic"] = pd.concat(statistics, ignore_index=True)
     metadata["time_origin_us"] = clock.origin_us
-    return _finish(path, SOURCE, tasks, steps, metadata, notes)
+    op_statistic = pd.concat(statistics, ignore_index=True) if statistics else None
+    return _finish(path, SOURCE, tasks, steps, metadata, notes, op_statistic)
 
 
 def _lone_file_profile(path: Path, data: _RankData, clock: TimeBase) -> Profile:
@@ -315,6 +314,7 @@ def _finish(
     steps: pd.DataFrame,
     metadata: dict[str, Any],
     notes: list[str],
+    op_statistic: pd.DataFrame | None = None,
 ) -> Profile:
     if tasks.empty and steps.empty:
         raise ProfileError(
@@ -325,7 +325,13 @@ def _finish(
     if steps.empty:
         notes.append(NO_STEP_MARKS_NOTE)
     return Profile(
-        source=source, path=str(path), tasks=tasks, steps=steps, metadata=metadata, notes=notes
+        source=source,
+        path=str(path),
+        tasks=tasks,
+        steps=steps,
+        metadata=metadata,
+        notes=notes,
+        op_statistic=op_statistic,
     )
 
 

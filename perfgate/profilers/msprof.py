@@ -284,9 +284,7 @@ def _merge(profiles: list[Profile], out_dir: Path) -> Profile:
     metadata["ranks"] = sorted({r for p in profiles for r in p.metadata.get("ranks", [])})
     metadata["copy_visible"] = all(p.metadata.get("copy_visible", True) for p in profiles)
     metadata["time_origin_us"] = origin
-    statistics = [p.metadata["op_statistic"] for p in profiles if "op_statistic" in p.metadata]
-    if statistics:
-        metadata["op_statistic"] = pd.concat(statistics, ignore_index=True)
+    statistics = [p.op_statistic for p in profiles if p.op_statistic is not None]
     return Profile(
         source=first.source,
         path=str(out_dir),
@@ -297,6 +295,7 @@ def _merge(profiles: list[Profile], out_dir: Path) -> Profile:
         steps=steps,
         metadata=metadata,
         notes=notes,
+        op_statistic=pd.concat(statistics, ignore_index=True) if statistics else None,
     )
 
 
@@ -347,6 +346,7 @@ def _with_step_marks(profile: Profile, marks: pd.DataFrame, marks_path: Path) ->
         steps=steps,
         metadata=metadata,
         notes=notes,
+        op_statistic=profile.op_statistic,
     )
 
 
