@@ -61,6 +61,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
+from perfgate.ingest import FormatReader
+from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
 from perfgate.ingest.common import strip_shape_quotes
 from perfgate.intervals import FloatArray, clip, merge
@@ -218,22 +220,20 @@ def read(path: Path) -> Profile:
             notes += breakdown_notes
         devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
         metadata, info_notes = _metadata(conn, schema, located, devices, ranks)
-        metadata["time_origin_us"] = clock.origin_us
         notes += info_notes
-    if tasks.empty and steps.empty:
-        raise ProfileError(
+    return assemble(
+        path,
+        located.source,
+        [Part(tasks=tasks, steps=steps)],
+        time_origin_us=clock.origin_us,
+        metadata=metadata,
+        notes=notes,
+        if_empty=ProfileError(
             db,
             "the export holds no device tasks and no steps",
             column="TASK",
             expected="rows in TASK (collect with task-time on) or STEP_TIME",
-        )
-    return Profile(
-        source=located.source,
-        path=str(path),
-        tasks=tasks,
-        steps=steps,
-        metadata=metadata,
-        notes=notes,
+        ),
     )
 
 
@@ -901,3 +901,6 @@ def _profiler_info(located: _Located) -> tuple[dict[str, Any], list[str]]:
                 return {}, [f"{info_path} is unreadable ({e}): versions and level not recorded"]
             return (info if isinstance(info, dict) else {}), []
     return {}, []
+
+
+READER = FormatReader("ascend_db", detect, read)

@@ -56,6 +56,8 @@ import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
 from perfgate.errors import ProfileError
+from perfgate.ingest import FormatReader
+from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import (
     ASCEND_COMM,
     ASCEND_COMPUTE,
@@ -70,12 +72,10 @@ from perfgate.ingest.common import concat_frames
 from perfgate.model import (
     CPU_OPS,
     DEVICE_TASKS,
-    NO_STEP_MARKS_NOTE,
     NS_PER_US,
     Profile,
     TimeBase,
     empty_steps,
-    empty_tasks,
 )
 
 KINETO = "kineto"
@@ -565,8 +565,7 @@ def _read_kineto_dir(directory: Path, clock: TimeBase) -> Profile:
 
 def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: TimeBase) -> Profile:
     """One rank per trace: ``distributedInfo.rank``, else the trace's place in file order."""
-    tasks: list[pd.DataFrame] = []
-    steps: list[pd.DataFrame] = []
+    parts: list[Part] = []
     devices: list[str] = []
     notes: list[str] = []
     cpu_basis: list[bool] = []
@@ -611,8 +610,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
                 f"{file.name}: {outside} of {len(rank_tasks)} {kind} start outside every "
                 "ProfilerStep window (step left empty)"
             )
-        tasks.append(rank_tasks)
-        steps.append(_steps_table(rank, windows, clock))
+        parts.append(Part(tasks=rank_tasks, steps=_steps_table(rank, windows, clock)))
         versions |= {str(trace.header[k]) for k in _TORCH_VERSION_KEYS if k in trace.header}
     if len(set(cpu_basis)) > 1:
         raise ProfileError(
@@ -620,26 +618,17 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
             "mixes GPU traces and CPU-only traces",
             expected="traces of one run, all with or all without GPU activity",
         )
-    all_steps = concat_frames(steps, empty_steps())
-    if all_steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
     metadata: dict[str, Any] = {
         "ranks": sorted(owner),
         "task_basis": CPU_OPS if cpu_basis[0] else DEVICE_TASKS,
-        "time_origin_us": clock.origin_us,
     }
     device = "cpu" if cpu_basis[0] else ", ".join(dict.fromkeys(devices))
     if device:  # a GPU trace without deviceProperties does not say which GPU
         metadata["device"] = device
     if versions:
         metadata["torch_version"] = ", ".join(sorted(versions))
-    return Profile(
-        source=KINETO,
-        path=str(path),
-        tasks=concat_frames(tasks, empty_tasks()),
-        steps=all_steps,
-        metadata=metadata,
-        notes=notes,
+    return assemble(
+        path, KINETO, parts, time_origin_us=clock.origin_us, metadata=metadata, notes=notes
     )
 
 
@@ -747,23 +736,19 @@ def _ascend_profile(path: Path, trace: _Trace, clock: TimeBase) -> Profile:
         ],
         empty_steps(),
     )
-    notes = [] if not windows.empty else [NO_STEP_MARKS_NOTE]
+    notes = []
     outside = int(tasks["step"].isna().sum()) if not windows.empty else 0
     if outside:
         notes.append(
             f"{outside} of {len(tasks)} device tasks start outside every ProfilerStep window "
             "(step left empty)"
         )
-    return Profile(
-        source=ASCEND_TIMELINE,
-        path=str(path),
-        tasks=tasks,
-        steps=steps,
-        metadata={
-            "ranks": ranks,
-            "task_basis": DEVICE_TASKS,
-            "time_origin_us": clock.origin_us,
-        },
+    return assemble(
+        path,
+        ASCEND_TIMELINE,
+        [Part(tasks=tasks, steps=steps)],
+        time_origin_us=clock.origin_us,
+        metadata={"ranks": ranks, "task_basis": DEVICE_TASKS},
         notes=notes,
     )
 
@@ -852,3 +837,6 @@ def _ascend_steps(
     preparing = (first_work - starts.reindex(first_work.index)).clip(lower=0) / NS_PER_US
     steps["preparing_us"] = steps["step"].map(preparing).astype("float64")
     return steps
+
+
+READER = FormatReader("chrome_trace", detect, read)

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
+from perfgate.ingest import FormatReader
 from perfgate.ingest.ascend_csv import (
     OP_SUMMARY,
     CsvColumn,
@@ -41,14 +41,13 @@ from perfgate.ingest.ascend_csv import (
     read_op_statistic,
     task_columns,
 )
+from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.common import canonical_task_columns, concat_frames
 from perfgate.model import (
-    NO_STEP_MARKS_NOTE,
     STEP_COLUMNS,
     Profile,
     TimeBase,
     empty_steps,
-    empty_tasks,
 )
 
 SOURCE = "msprof"
@@ -215,18 +214,6 @@ def _dirs(path: Path) -> list[Path]:
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass
-class _Part:
-    tasks: list[pd.DataFrame] = field(default_factory=list)
-    steps: list[pd.DataFrame] = field(default_factory=list)
-    op_statistic: list[pd.DataFrame] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
-    task_time_read: bool = False
-    # One time origin for every file of the profile.
-    clock: TimeBase = field(default_factory=TimeBase)
-
-
 def read(path: Path) -> Profile:
     """Read an msprof text export into the canonical tables.
 
@@ -235,15 +222,16 @@ def read(path: Path) -> Profile:
             nothing could be read.
     """
     path = Path(path)
-    part = _Part()
+    clock = TimeBase()  # one time origin for every file of the profile
     if path.is_file():
         export = parse_export_name(path)
         if export is None or export.kind != "op_summary":
             raise ProfileError(
                 path, "not an msprof summary CSV", expected="op_summary_<YYYYmmddHHMMSS>.csv"
             )
-        part.tasks.append(_read_op_summary(export, None, part.clock))
-        part.notes.append(f"read {path.name} alone: tasks only in task_time_*.csv are not shown")
+        tasks = canonical_task_columns(_read_op_summary(export, None, clock))
+        note = f"read {path.name} alone: tasks only in task_time_*.csv are not shown"
+        parts, task_time_read = [Part(tasks=tasks, notes=[note])], False
     else:
         folders = _export_folders(path) if path.is_dir() else []
         readable = [(f, d) for f, d in folders if _has_task_files(f)]
@@ -255,34 +243,25 @@ def read(path: Path) -> Profile:
                 expected="an msprof text export (PROF_*/mindstudio_profiler_output/ "
                 "or PROF_*/device_N/summary/)",
             )
-        for folder, device in readable:
-            _read_folder(folder, device, part)
-    tasks = concat_frames(part.tasks, empty_tasks())
-    steps = concat_frames(part.steps, empty_steps())
-    if tasks.empty and steps.empty:
-        raise ProfileError(path, "holds no device tasks and no steps", expected="op_summary rows")
-    notes = part.notes
-    if steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
-    metadata: dict[str, Any] = {
-        "export_type": "text",
-        "ranks": sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])}),
-        "copy_visible": part.task_time_read,
-        "time_origin_us": part.clock.origin_us,
-    }
-    return Profile(
-        source=SOURCE,
-        path=str(path),
-        tasks=tasks,
-        steps=steps,
-        metadata=metadata,
-        notes=notes,
-        op_statistic=pd.concat(part.op_statistic, ignore_index=True) if part.op_statistic else None,
+        read_folders = [_read_folder(folder, device, clock) for folder, device in readable]
+        parts = [part for part, _ in read_folders]
+        # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
+        task_time_read = any(seen for _, seen in read_folders)
+    return assemble(
+        path,
+        SOURCE,
+        parts,
+        time_origin_us=clock.origin_us,
+        metadata={"export_type": "text", "copy_visible": task_time_read},
+        if_empty=ProfileError(
+            path, "holds no device tasks and no steps", expected="op_summary rows"
+        ),
     )
 
 
-def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
-    """Read the newest export in one summary folder into ``part``."""
+def _read_folder(folder: Path, device: int | None, clock: TimeBase) -> tuple[Part, bool]:
+    """The newest export in one summary folder, and whether it has task_time files."""
+    part = Part()
     by_group: dict[tuple[str, str], list[ExportFile]] = {}
     for p in _files(folder):
         export = parse_export_name(p)
@@ -297,24 +276,28 @@ def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
                 f"{folder}: {len(older)} older {kind} export file(s) ignored "
                 f"({', '.join(f.path.name for f in older)}); read the export of {newest[0].stamp}"
             )
-    op_summary = [_read_op_summary(f, device, part.clock) for f in chosen.get("op_summary", [])]
-    task_time = [_read_task_time(f, device, part.clock) for f in chosen.get("task_time", [])]
-    part.task_time_read = part.task_time_read or bool(task_time)
+    op_summary = [_read_op_summary(f, device, clock) for f in chosen.get("op_summary", [])]
+    task_time = [_read_task_time(f, device, clock) for f in chosen.get("task_time", [])]
     ops = concat_frames(op_summary)
     if task_time:
         extra = _only_in_task_time(concat_frames(task_time), ops)
-        part.tasks.append(canonical_task_columns(concat_frames([ops, extra])))
+        part.tasks = canonical_task_columns(concat_frames([ops, extra]))
     else:
-        part.tasks.append(canonical_task_columns(ops))
+        part.tasks = canonical_task_columns(ops)
         part.notes.append(f"{folder}: no task_time_*.csv; non-operator tasks are not shown")
     if not op_summary:
         part.notes.append(f"{folder}: no op_summary_*.csv; tasks from task_time_*.csv only")
+    steps = []
     for f in chosen.get("step_trace", []):
-        steps, notes = _read_step_trace(f, device, part.clock)
-        part.steps.append(steps)
+        rows, notes = _read_step_trace(f, device, clock)
+        steps.append(rows)
         part.notes.extend(notes)
-    for f in chosen.get("op_statistic", []):
-        part.op_statistic.append(read_op_statistic(f.path, _file_rank(f, device)))
+    part.steps = concat_frames(steps, empty_steps())
+    statistics = [
+        read_op_statistic(f.path, _file_rank(f, device)) for f in chosen.get("op_statistic", [])
+    ]
+    part.op_statistic = concat_frames(statistics) if statistics else None
+    return part, bool(task_time)
 
 
 def _file_rank(export: ExportFile, device: int | None) -> int | None:
@@ -408,3 +391,6 @@ def _read_step_trace(
         )
     raw["start_us"] = raw["end_us"] - raw["iteration_us"]
     return raw[list(STEP_COLUMNS)], notes
+
+
+READER = FormatReader("msprof", detect, read)

@@ -30,14 +30,14 @@ SQLite reader takes it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest import chrome_trace
+from perfgate.ingest import FormatReader, chrome_trace
 from perfgate.ingest.ascend_csv import (
     KERNEL_DETAILS,
     CsvColumn,
@@ -49,16 +49,14 @@ from perfgate.ingest.ascend_csv import (
     read_op_statistic,
     task_columns,
 )
+from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.common import canonical_task_columns, concat_frames, read_json_object
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
-    NO_STEP_MARKS_NOTE,
     STEP_COLUMNS,
     Category,
     Profile,
     TimeBase,
-    empty_steps,
-    empty_tasks,
 )
 
 SOURCE = "torch_npu"
@@ -217,16 +215,11 @@ def read(path: Path) -> Profile:
 
 
 @dataclass
-class _RankData:
-    """What one ``*_ascend_pt`` directory (or one lone file) contributes."""
+class _RankData(Part):
+    """What one ``*_ascend_pt`` directory (or one lone file) contributes, and where."""
 
-    tasks: pd.DataFrame = field(default_factory=empty_tasks)
-    steps: pd.DataFrame = field(default_factory=empty_steps)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
     rank: int | None = None
     where: Path | None = None
-    op_statistic: pd.DataFrame | None = None
 
 
 def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
@@ -286,20 +279,11 @@ def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
 def _profile(path: Path, ranks: list[_RankData], clock: TimeBase) -> Profile:
     """Merge the per-rank data into one Profile (ranks resolved, duplicates refused)."""
     _resolve_ranks(ranks)
-    notes: list[str] = []
     for data in ranks:
         data.tasks, data.steps = _one_window_tasks(data.tasks, data.steps)
-        for note in data.notes:
-            if note not in notes:
-                notes.append(note)
-    metadata = _merge_metadata([d.metadata for d in ranks], notes)
-    tasks = concat_frames([d.tasks for d in ranks], empty_tasks())
-    steps = concat_frames([d.steps for d in ranks], empty_steps())
-    metadata["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
-    statistics = [d.op_statistic for d in ranks if d.op_statistic is not None]
-    metadata["time_origin_us"] = clock.origin_us
-    op_statistic = pd.concat(statistics, ignore_index=True) if statistics else None
-    return _finish(path, SOURCE, tasks, steps, metadata, notes, op_statistic)
+    return assemble(
+        path, SOURCE, ranks, time_origin_us=clock.origin_us, if_empty=_nothing_read(path)
+    )
 
 
 def _lone_file_profile(path: Path, data: _RankData, clock: TimeBase) -> Profile:
@@ -307,31 +291,11 @@ def _lone_file_profile(path: Path, data: _RankData, clock: TimeBase) -> Profile:
     return _profile(path, [data], clock)
 
 
-def _finish(
-    path: Path,
-    source: str,
-    tasks: pd.DataFrame,
-    steps: pd.DataFrame,
-    metadata: dict[str, Any],
-    notes: list[str],
-    op_statistic: pd.DataFrame | None = None,
-) -> Profile:
-    if tasks.empty and steps.empty:
-        raise ProfileError(
-            path,
-            "holds no device tasks and no steps",
-            expected=f"rows in {KERNEL_DETAILS_CSV} or {STEP_TRACE_CSV}",
-        )
-    if steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
-    return Profile(
-        source=source,
-        path=str(path),
-        tasks=tasks,
-        steps=steps,
-        metadata=metadata,
-        notes=notes,
-        op_statistic=op_statistic,
+def _nothing_read(path: Path) -> ProfileError:
+    return ProfileError(
+        path,
+        "holds no device tasks and no steps",
+        expected=f"rows in {KERNEL_DETAILS_CSV} or {STEP_TRACE_CSV}",
     )
 
 
@@ -428,11 +392,8 @@ def _read_cluster_step_trace(path: Path) -> Profile:
     ranks["end_us"] = float("nan")
     steps = ranks[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS]].reset_index(drop=True)
     notes.append(f"{path.name} has steps only: no per-task or per-operator data")
-    metadata: dict[str, Any] = {
-        "ranks": sorted(int(r) for r in steps["rank"].unique()),
-        "time_origin_us": 0,  # no time stamps
-    }
-    return _finish(path, CLUSTER_SOURCE, empty_tasks(), steps, metadata, notes)
+    # No time stamps: origin 0.
+    return assemble(path, CLUSTER_SOURCE, [Part(steps=steps, notes=notes)], time_origin_us=0)
 
 
 def _from_trace_view(
@@ -549,14 +510,4 @@ def _resolve_ranks(ranks: list[_RankData]) -> None:
         seen[data.rank] = data.where
 
 
-def _merge_metadata(all_metadata: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for metadata in all_metadata:
-        for key, value in metadata.items():
-            if key not in merged:
-                merged[key] = value
-            elif merged[key] != value:
-                note = f"ranks disagree on {key}: {merged[key]!r} vs {value!r}"
-                if note not in notes:
-                    notes.append(note)
-    return merged
+READER = FormatReader("torch_npu", detect, read)
