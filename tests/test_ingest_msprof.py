@@ -352,3 +352,27 @@ def test_torch_npu_layouts_are_not_msprof() -> None:
     assert not msprof.detect(
         torch_npu_data / "pytorch_text_level1_rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     )
+
+
+def test_an_op_statistic_row_with_op_type_na_reads_as_its_core_type(tmp_path: Path) -> None:
+    prof = copy_prof(tmp_path / PROF.name)
+    statistic_csv = prof / "mindstudio_profiler_output" / f"op_statistic_{STAMP}.csv"
+    with statistic_csv.open("a") as handle:
+        handle.write("0,N/A,MEMCPY_ASYNC,1,301.5,301.5,301.5,301.5,0.1\n")
+    statistic = read(prof).op_statistic
+    assert statistic is not None
+    assert statistic[["op_type", "core", "category", "count"]].values.tolist() == [
+        ["main_kernel", "MIX_AIC", "compute", 3],
+        ["MEMCPY_ASYNC", "MEMCPY_ASYNC", "copy", 1],
+    ]
+
+
+def test_a_damaged_op_statistic_is_skipped_with_a_note(tmp_path: Path) -> None:
+    prof = copy_prof(tmp_path / PROF.name)
+    statistic_csv = prof / "mindstudio_profiler_output" / f"op_statistic_{STAMP}.csv"
+    statistic_csv.write_text("Device_id,OP Type,Core Type,Count\n0,main_kernel,MIX_AIC,3\n")
+    profile = read(prof)
+    assert profile.op_statistic is None
+    assert len(kernels(profile)) == 3
+    [note] = [n for n in profile.notes if statistic_csv.name in n]
+    assert note.startswith(f"{statistic_csv}: column 'Total Time(us)': no such column")

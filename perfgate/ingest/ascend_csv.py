@@ -27,11 +27,13 @@ from perfgate.ingest.categories import categorize, op_type_from_name
 from perfgate.ingest.common import strip_shape_quotes
 from perfgate.model import BREAKDOWN_COLUMNS, OP_STATISTIC_COLUMNS, TimeBase
 
-# ``time``: an absolute time stamp in µs (float64 µs since the TimeBase's origin).
-ColumnKind = Literal["text", "float", "int", "time"]
+# ``name``: a name or type, where ``N/A`` is a value (kept as written; only an empty cell is
+# missing); ``text``: other text (ids, shapes), where ``N/A`` means unknown; ``time``: an
+# absolute time stamp in µs (float64 µs since the TimeBase's origin).
+ColumnKind = Literal["name", "text", "float", "int", "time"]
 
-# Cells that mean "no value" in Ascend CSVs. Default pandas NA strings ("NA", "null", …) are
-# deliberately not used: they could be kernel names.
+# Cells that mean "no value" in Ascend CSVs outside name columns. Default pandas NA strings
+# ("NA", "null", "None", …) are deliberately not used: they could be kernel names.
 NA_STRINGS = ("", "N/A")
 
 Flavor = Literal["kernel_details", "op_summary"]
@@ -47,9 +49,9 @@ TASK_COLUMN_MAP: tuple[tuple[str, str | None, str | None, ColumnKind, bool], ...
     ("step", "Step Id", None, "int", False),
     ("stream", "Stream ID", "Stream ID", "text", False),
     ("task_id", "Task ID", "Task ID", "text", False),
-    ("name", "Name", "Op Name", "text", True),
-    ("op_type", "Type", "OP Type", "text", True),
-    ("core", "Accelerator Core", "Task Type", "text", True),
+    ("name", "Name", "Op Name", "name", True),
+    ("op_type", "Type", "OP Type", "name", True),
+    ("core", "Accelerator Core", "Task Type", "name", True),
     ("start_us", "Start Time(us)", "Task Start Time(us)", "time", True),
     ("dur_us", "Duration(us)", "Task Duration(us)", "float", True),
     ("input_shapes", "Input Shapes", "Input Shapes", "text", False),
@@ -74,8 +76,8 @@ assert tuple(c for c, _, _ in STEP_BREAKDOWN_MAP) == BREAKDOWN_COLUMNS
 # op_statistic.csv / op_statistic_*.csv (msprof-formats.md §2.2).
 OP_STATISTIC_COLUMNS_SPEC: tuple[tuple[str, str, ColumnKind, bool], ...] = (
     ("device_id", "Device_id", "int", False),
-    ("op_type", "OP Type", "text", True),
-    ("core", "Core Type", "text", True),
+    ("op_type", "OP Type", "name", True),
+    ("core", "Core Type", "name", True),
     ("count", "Count", "int", True),
     ("total_us", "Total Time(us)", "float", True),
 )
@@ -128,8 +130,9 @@ def read_csv_columns(
 ) -> pd.DataFrame:
     """Read ``columns`` of the CSV at ``path`` into a DataFrame with the canonical names.
 
-    Returns one column per found :class:`CsvColumn`, named ``canonical``: ``text`` columns as
-    object (stripped, ``N/A``/empty → NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
+    Returns one column per found :class:`CsvColumn`, named ``canonical``: ``name`` columns as
+    object (stripped, ``N/A`` kept, empty → NaN), ``text`` as object (stripped, ``N/A``/empty →
+    NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
     float64 µs since ``clock``'s origin (a new :class:`~perfgate.model.TimeBase` when none is
     given: pass the profile's, so that all its files share one origin). Optional columns absent
     from the header are absent from the result.
@@ -157,8 +160,9 @@ def read_csv_columns(
             # Headers are matched stripped, as read_header() reports them.
             usecols=lambda name: str(name).strip() in wanted_headers,
             dtype=str,
-            keep_default_na=False,
-            na_values=list(NA_STRINGS),
+            # Every cell as written: N/A is data in name columns (see _convert), and pandas'
+            # default NA strings ("NA", "null", "None", …) could be kernel names.
+            na_filter=False,
             encoding="utf-8-sig",
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
@@ -176,20 +180,29 @@ def read_csv_columns(
 
 
 def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -> pd.Series:
-    stripped = cells.astype("str").str.strip()
-    stripped = stripped.where(~stripped.isin(NA_STRINGS))
-    missing = stripped.isna()
-    if column.value_required and missing.any():
-        row = int(missing.to_numpy().nonzero()[0][0])
+    """One column's cells → its kind. Only an empty cell (or a row cut short) is missing;
+    ``N/A`` is kept in ``name`` columns, unknown in ``text`` ones, and no number elsewhere
+    (an error where a value is required, else missing)."""
+    text = cells.astype(object)
+    stripped = text.where(text.isna(), text.astype(str).str.strip())
+    empty = stripped.isna() | (stripped == "")
+    if column.value_required and empty.any():
+        row = int(empty.to_numpy().nonzero()[0][0])
         raise ProfileError(
             path,
             f"data row {row + 1} has no value; the file looks truncated or damaged",
             column=column.header,
             expected="a value in every row",
         )
+    if column.kind == "name":
+        return stripped.where(~empty).astype(object)
+    placeholder = stripped.isin(NA_STRINGS)
+    stripped = stripped.where(~(empty | placeholder))
     if column.kind == "text":
         return stripped.astype(object)
     numbers = pd.to_numeric(stripped, errors="coerce").astype("float64")
+    # N/A where a value is required is no number: reported with its row, as text would be.
+    missing = empty | (placeholder & (not column.value_required))
     bad = numbers.isna() & ~missing
     if column.kind == "int":
         bad |= numbers.notna() & (numbers != numbers.round())
@@ -198,7 +211,7 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
         kind = "an integer" if column.kind == "int" else "a number"
         raise ProfileError(
             path,
-            f"data row {row + 1} holds {stripped.iloc[row]!r}",
+            f"data row {row + 1} holds {text.iloc[row].strip()!r}",
             column=column.header,
             expected=kind,
         )
@@ -207,6 +220,15 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     if column.kind == "time":
         return clock.from_text(stripped)
     return numbers
+
+
+NOT_AVAILABLE = "N/A"
+
+
+def known(cells: pd.Series) -> pd.Series:
+    """``cells`` with ``N/A`` (what Ascend tools write for an unknown name or type) as
+    missing: for falling back to another column of the row."""
+    return cells.where(cells.isna() | (cells.astype(str).str.strip().str.upper() != NOT_AVAILABLE))
 
 
 LEVEL0_NOTE = (
@@ -218,17 +240,18 @@ LEVEL0_NOTE = (
 def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Canonical task columns from a table read with :func:`task_columns`.
 
-    Fills what the source leaves out: ``name`` from ``op_type``/``core``, ``op_type`` from the
-    name (Level0, :func:`op_type_from_name`), ``core`` as ``N/A``; adds ``category``
-    (:func:`~perfgate.ingest.categories.categorize`); strips the quotes around shapes.
-    Keeps the helper columns ``device_id``, ``task_id``, ``stream`` when present, and leaves
-    ``rank`` to the caller. Returns the table and notes for the user.
+    Where the source says ``N/A`` (or nothing), falls back to what the row does say: ``name``
+    from ``op_type``/``core``, ``op_type`` from the name (Level0, :func:`op_type_from_name`),
+    ``core`` stays ``N/A``; adds ``category`` (:func:`~perfgate.ingest.categories.categorize`);
+    strips the quotes around shapes. Keeps the helper columns ``device_id``, ``task_id``,
+    ``stream`` when present, and leaves ``rank`` to the caller. Returns the table and notes for
+    the user.
     """
     notes: list[str] = []
     tasks = raw.copy()
-    core = tasks["core"].fillna("N/A").astype(object)
-    op_type = tasks["op_type"].astype(object)
-    name = tasks["name"].astype(object)
+    core = tasks["core"].fillna(NOT_AVAILABLE).astype(object)
+    op_type = known(tasks["op_type"]).astype(object)
+    name = known(tasks["name"]).astype(object)
     name = name.fillna(op_type).fillna(core)
     no_type = op_type.isna()
     if no_type.any():
@@ -265,8 +288,10 @@ def fill_missing_preparing(steps: pd.DataFrame, path: Path) -> list[str]:
 
 
 def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
-    """``op_statistic.csv`` / ``op_statistic_*.csv`` as columns ``rank, op_type, core, count,
-    total_us`` (one row per operator type and core; ``rank`` from ``Device_id`` unless given).
+    """``op_statistic.csv`` / ``op_statistic_*.csv`` as :data:`~perfgate.model.OP_STATISTIC_COLUMNS`
+    (one row per operator type and core; ``rank`` from ``Device_id`` unless given).
+
+    An ``OP Type`` of ``N/A`` (memcpy rows, Level0) becomes the row's ``Core Type``.
     """
     spec = [
         CsvColumn(canonical, header, kind, required, value_required=required)
@@ -282,8 +307,8 @@ def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "rank": ranks,
-            "op_type": raw["op_type"],
-            "core": raw["core"].fillna("N/A"),
+            "op_type": known(raw["op_type"]).fillna(known(raw["core"])).fillna(NOT_AVAILABLE),
+            "core": raw["core"],
             "count": raw["count"].astype("int64"),
             "total_us": raw["total_us"],
         },

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -37,6 +37,24 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ProfileError(path, "does not hold a JSON object", expected="a JSON object")
     return data
+
+
+T = TypeVar("T")
+
+
+def read_auxiliary(
+    read: Callable[[Path], T], path: Path, notes: list[str], without: str
+) -> T | None:
+    """``read(path)`` for a file the analysis can do without (op_statistic, profiler_info…).
+
+    A :class:`~perfgate.errors.ProfileError` from it does not abort the profile: it becomes a
+    note, saying what was wrong and ``without`` what the profile is read, and None is returned.
+    """
+    try:
+        return read(path)
+    except ProfileError as exc:
+        notes.append(f"{exc}; skipped: {without}")
+        return None
 
 
 def strip_shape_quotes(shapes: pd.Series) -> pd.Series:

@@ -37,12 +37,13 @@ from perfgate.ingest.ascend_csv import (
     OP_SUMMARY,
     CsvColumn,
     ascend_tasks,
+    known,
     read_csv_columns,
     read_op_statistic,
     task_columns,
 )
 from perfgate.ingest.assemble import Part, assemble
-from perfgate.ingest.common import canonical_task_columns, concat_frames
+from perfgate.ingest.common import canonical_task_columns, concat_frames, read_auxiliary
 from perfgate.model import (
     STEP_COLUMNS,
     Profile,
@@ -69,8 +70,8 @@ PROFILER_CONTROL_TASKS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE"})
 
 TASK_TIME_COLUMNS = (
     CsvColumn("device_id", "Device_id", "int", header_required=False),
-    CsvColumn("name", "kernel_name", "text"),
-    CsvColumn("core", "kernel_type", "text"),
+    CsvColumn("name", "kernel_name", "name"),
+    CsvColumn("core", "kernel_type", "name"),
     CsvColumn("stream", "stream_id", "text"),
     CsvColumn("task_id", "task_id", "text"),
     CsvColumn("dur_us", "task_time(us)", "float", value_required=True),
@@ -294,10 +295,23 @@ def _read_folder(folder: Path, device: int | None, clock: TimeBase) -> tuple[Par
         part.notes.extend(notes)
     part.steps = concat_frames(steps, empty_steps())
     statistics = [
-        read_op_statistic(f.path, _file_rank(f, device)) for f in chosen.get("op_statistic", [])
+        table
+        for f in chosen.get("op_statistic", [])
+        if (table := _read_op_statistic(f, device, part.notes)) is not None
     ]
     part.op_statistic = concat_frames(statistics) if statistics else None
     return part, bool(task_time)
+
+
+def _read_op_statistic(
+    export: ExportFile, device: int | None, notes: list[str]
+) -> pd.DataFrame | None:
+    return read_auxiliary(
+        lambda p: read_op_statistic(p, _file_rank(export, device)),
+        export.path,
+        notes,
+        "the profiler's per-operator totals are not used",
+    )
 
 
 def _file_rank(export: ExportFile, device: int | None) -> int | None:
@@ -329,7 +343,7 @@ def _read_task_time(export: ExportFile, device: int | None, clock: TimeBase) -> 
     )
     raw = raw[~raw["core"].isin(PROFILER_CONTROL_TASKS)]
     # Non-operator tasks have kernel_name N/A: their type is their name.
-    raw = raw.assign(op_type=raw["name"].fillna(raw["core"]))
+    raw = raw.assign(op_type=known(raw["name"]).fillna(raw["core"]))
     tasks, _ = ascend_tasks(raw)
     tasks["rank"] = _rank_column(raw, _file_rank(export, device))
     return tasks

@@ -50,7 +50,12 @@ from perfgate.ingest.ascend_csv import (
     task_columns,
 )
 from perfgate.ingest.assemble import Part, assemble
-from perfgate.ingest.common import canonical_task_columns, concat_frames, read_json_object
+from perfgate.ingest.common import (
+    canonical_task_columns,
+    concat_frames,
+    read_auxiliary,
+    read_json_object,
+)
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     STEP_COLUMNS,
@@ -223,10 +228,17 @@ class _RankData(Part):
 
 
 def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
+    notes: list[str] = []
     info_path = _profiler_info_path(rank_dir)
-    info = read_json_object(info_path) if info_path is not None else {}
+    info = (
+        read_auxiliary(
+            read_json_object, info_path, notes, "versions, profiler level and rank_id not recorded"
+        )
+        if info_path is not None
+        else None
+    ) or {}
     rank = _rank_from_info(info, info_path)
-    data = _RankData(metadata=_metadata(info), rank=rank, where=rank_dir)
+    data = _RankData(metadata=_metadata(info), notes=notes, rank=rank, where=rank_dir)
     kernel_details = output / KERNEL_DETAILS_CSV
     step_trace = output / STEP_TRACE_CSV
     op_statistic = output / OP_STATISTIC_CSV
@@ -272,7 +284,12 @@ def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
             data.tasks["rank"] = rank
             data.steps["rank"] = rank
     if op_statistic.is_file():
-        data.op_statistic = read_op_statistic(op_statistic, rank)
+        data.op_statistic = read_auxiliary(
+            lambda p: read_op_statistic(p, rank),
+            op_statistic,
+            data.notes,
+            "the profiler's per-operator totals are not used",
+        )
     return data
 
 
@@ -369,7 +386,7 @@ def _read_cluster_step_trace(path: Path) -> Profile:
     column-wise maxima over ranks (msprof-analyze ``get_max_data_row``) and are skipped."""
     columns = [
         CsvColumn("step", "Step", "int"),
-        CsvColumn("type", "Type", "text", value_required=True),
+        CsvColumn("type", "Type", "name", value_required=True),
         CsvColumn("index", "Index", "text", value_required=True),
         *breakdown_columns(),
     ]
