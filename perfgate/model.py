@@ -75,7 +75,7 @@ class Category(str, Enum):
 CATEGORIES = tuple(c.value for c in Category)
 
 TASK_COLUMNS = ("rank", "step", "name", "op_type", "core", "category", "start_us", "dur_us")
-OPTIONAL_TASK_COLUMNS = ("input_shapes", "direction", "stream")
+OPTIONAL_TASK_COLUMNS = ("input_shapes", "direction", "stream", "task_id")
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us")
 BREAKDOWN_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
 OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "category", "count", "total_us")

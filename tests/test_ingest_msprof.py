@@ -376,3 +376,32 @@ def test_a_damaged_op_statistic_is_skipped_with_a_note(tmp_path: Path) -> None:
     assert len(kernels(profile)) == 3
     [note] = [n for n in profile.notes if statistic_csv.name in n]
     assert note.startswith(f"{statistic_csv}: column 'Total Time(us)': no such column")
+
+
+def test_op_summary_rows_without_task_id_are_not_counted_again_from_task_time(
+    tmp_path: Path,
+) -> None:
+    # Task ID N/A in the three op_summary kernel rows (Stream ID 1756 kept): task_time lists
+    # the same three kernels (task_id 0, 1, 2, stream 1756, starts 1.58 µs earlier).
+    folder = copy_prof(tmp_path / PROF.name) / "mindstudio_profiler_output"
+    lines = OP_SUMMARY.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    for cells in rows:
+        cells[2] = "N/A"  # Task ID
+    (folder / OP_SUMMARY.name).write_text(
+        "\n".join([lines[0], *(",".join(c) for c in rows)]) + "\n"
+    )
+    profile = read(folder)
+    assert len(kernels(profile)) == 3  # not 6
+    assert kernels(profile)["dur_us"].tolist() == [dur for _, dur in KERNELS]
+
+
+def test_a_task_time_kernel_on_another_stream_is_another_task(tmp_path: Path) -> None:
+    # The same kernel name and an overlapping time, but stream 1757 and Task ID known on
+    # both sides and different: two tasks.
+    folder = copy_prof(tmp_path / PROF.name) / "mindstudio_profiler_output"
+    with (folder / TASK_TIME.name).open("a") as handle:
+        handle.write(
+            "0,main_kernel,MIX_AIC,1757,0,100.000,1780676244313300.000\t,1780676244313400.000\t\n"
+        )
+    assert len(kernels(read(folder))) == 4

@@ -442,6 +442,12 @@ def _ns(values: pd.Series, db: Path, column: str) -> pd.Series:
     return numbers.astype("int64")
 
 
+def _id_text(values: pd.Series) -> pd.Series:
+    """Integer ids (stream, task id) as text, None where missing."""
+    ids = pd.to_numeric(values, errors="coerce").round().astype("Int64")
+    return ids.astype(str).astype(object).where(ids.notna(), None)
+
+
 def _text(values: pd.Series) -> pd.Series:
     """Strings with the export's placeholders (``NULL``, ``N/A``, empty) as missing."""
     out = values.astype(object)
@@ -473,8 +479,12 @@ def _build_tasks(
         info_keys = pd.MultiIndex.from_frame(raw.loc[has_info & keyed, key])
         parent = ~has_info & keyed & pd.MultiIndex.from_frame(raw[key]).isin(info_keys)
 
+    # A TASK row written twice (same device, stream, task id and times) is one task.
+    same_task = ["device_id", "stream_id", "task_id", "start_ns", "end_ns"]
+    repeated = raw[same_task].notna().all(axis=1) & raw.duplicated(subset=same_task)
+
     op_level_comm = len(comm_ops) > 0
-    drop = parent.copy()
+    drop = parent | repeated
     if op_level_comm:
         comm_connections = pd.to_numeric(comm_ops["connection_id"], errors="coerce").dropna()
         of_comm_op = ~has_info & raw["connection_id"].isin(comm_connections.to_numpy())
@@ -511,7 +521,8 @@ def _build_tasks(
             "start_ns": start_ns,
             "end_ns": end_ns,
             "input_shapes": shapes.where(has_info),
-            "stream": raw["stream_id"].map(lambda v: str(int(v)) if pd.notna(v) else None),
+            "stream": _id_text(raw["stream_id"]),
+            "task_id": _id_text(raw["task_id"]),
         }
     )[~drop.to_numpy()]
 
@@ -534,6 +545,7 @@ def _build_tasks(
             "dur_us": (tasks["end_ns"] - tasks["start_ns"]).to_numpy() / NS_PER_US,
             "input_shapes": tasks["input_shapes"].astype(object),
             "stream": tasks["stream"].astype(object),
+            "task_id": tasks["task_id"].astype(object),
         }
     )
     if raw["input_shapes"].isna().all():
@@ -588,6 +600,7 @@ def _comm_op_tasks(
             "end_ns": end_ns,
             "input_shapes": None,
             "stream": None,
+            "task_id": None,
         }
     )
 

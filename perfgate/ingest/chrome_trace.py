@@ -265,7 +265,7 @@ class _Trace:
     """The complete (``ph: X``) events of one trace as columns, plus its metadata.
 
     ``events`` columns: ``cat``, ``name``, ``pid``, ``tid`` (str), ``ts_ns`` (int64, exact),
-    ``stream``, ``task_type``, ``input_shapes`` (object, None when absent), ``dur_us``
+    ``stream``, ``task_id``, ``task_type``, ``input_shapes`` (object, None when absent), ``dur_us``
     (float64, as written) and ``dur_ns`` (int64, rounded, for interval logic).
     """
 
@@ -377,6 +377,7 @@ class _EventColumns:
         self.ts_ns: list[int] = []
         self.dur_us: list[float] = []
         self.stream: list[str | None] = []
+        self.task_id: list[str | None] = []
         self.task_type: list[str | None] = []
         self.input_shapes: list[str | None] = []
         self.process_names: dict[str, str] = {}
@@ -416,6 +417,8 @@ class _EventColumns:
         self.dur_us.append(self._us(event, "dur"))
         stream = args.get("stream", args.get("Stream Id", args.get("Physic Stream Id")))
         self.stream.append(None if stream is None else self._intern(stream))
+        task_id = args.get("Task Id")
+        self.task_id.append(None if task_id is None else self._intern(task_id))
         task_type = args.get("Task Type")
         self.task_type.append(None if task_type is None else self._intern(task_type))
         dims = args.get("Input Dims")
@@ -470,6 +473,7 @@ class _EventColumns:
                     "int64"
                 ),
                 "stream": pd.Series(self.stream, dtype=object),
+                "task_id": pd.Series(self.task_id, dtype=object),
                 "task_type": pd.Series(self.task_type, dtype=object),
                 "input_shapes": pd.Series(self.input_shapes, dtype=object),
             }
@@ -804,6 +808,7 @@ def _ascend_tasks(
             "start_us": clock.from_ns(starts),
             "dur_us": device_events["dur_us"].to_numpy(),
             "stream": device_events["stream"].fillna(device_events["tid"]).to_numpy(),
+            "task_id": device_events["task_id"].to_numpy(),
         }
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
@@ -69,3 +70,89 @@ def canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
         return empty_tasks()
     keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
     return tasks[keep]
+
+
+# Ways two sources' rows are matched, tried in turn: the key columns must be known on both rows
+# and equal. Where the task id is not in the key, two known task ids must still be equal; where
+# the stream is not, two known streams must.
+_SAME_TASK_KEYS = (
+    ("stream", "task_id"),
+    ("stream", "name"),
+    ("stream", "core"),
+    ("name",),
+)
+
+
+def tasks_not_in(
+    candidates: pd.DataFrame, seen: pd.DataFrame, *, one_rank: bool = False
+) -> pd.DataFrame:
+    """The rows of ``candidates`` that are not tasks ``seen`` already lists: each task once.
+
+    Two sources of one profile (kernel_details.csv and trace_view.json, op_summary and
+    task_time, …) list some tasks twice, with start times a few µs apart. A candidate is the
+    same task as a seen row when both are on the same ``rank``, their intervals overlap, and
+    they share ``stream`` and ``task_id`` — or, where one of them does not say its task id,
+    ``stream`` and the name or the core (tasks of one stream run one after another, so two
+    overlapping tasks of a stream are one) — or, where one does not say its stream, the name.
+    A known stream or task id that differs always tells two tasks apart.
+
+    Both frames have the canonical task columns; ``stream`` and ``task_id`` are used when
+    present. ``one_rank``: both come from one device (a rank directory) whose rank may not be
+    known yet, so ``rank`` is not compared. Each candidate is compared with the seen rows of
+    its key that start nearest before and after it (:func:`pandas.merge_asof`): linear in the
+    rows, not quadratic.
+    """
+    if candidates.empty or seen.empty:
+        return candidates
+    left = _match_frame(candidates, one_rank)
+    right = _match_frame(seen, one_rank)
+    duplicate = np.zeros(len(left), dtype=bool)
+    for keys in _SAME_TASK_KEYS:
+        lhs = left.loc[~duplicate & left[list(keys)].notna().all(axis=1)]
+        rhs = right.loc[right[list(keys)].notna().all(axis=1)]
+        if lhs.empty or rhs.empty:
+            continue
+        by = ["rank", *keys]
+        lhs = lhs.astype({k: str for k in keys}).sort_values("start_us", kind="stable")
+        rhs = rhs.astype({k: str for k in keys}).sort_values("start_us", kind="stable")
+        rhs = rhs.rename(columns={c: f"{c}_seen" for c in rhs.columns if c not in by})
+        for direction in ("backward", "forward"):
+            pairs = pd.merge_asof(
+                lhs,
+                rhs,
+                left_on="start_us",
+                right_on="start_us_seen",
+                by=by,
+                direction=direction,
+            )
+            same = (pairs["start_us_seen"] <= pairs["end_us"]) & (
+                pairs["start_us"] <= pairs["end_us_seen"]
+            )
+            for column in ("stream", "task_id"):
+                if column not in keys:
+                    both = pairs[column].notna() & pairs[f"{column}_seen"].notna()
+                    same &= ~both | (pairs[column] == pairs[f"{column}_seen"])
+            duplicate[pairs.loc[same.fillna(False).astype(bool), "_row"].to_numpy()] = True
+    return candidates.loc[~duplicate]
+
+
+def _match_frame(tasks: pd.DataFrame, one_rank: bool) -> pd.DataFrame:
+    """The columns :func:`tasks_not_in` compares, ids as text (``3`` and ``"3"`` are one id)."""
+    rank = np.zeros(len(tasks), np.int64) if one_rank else tasks["rank"].to_numpy(np.int64)
+    frame = pd.DataFrame(
+        {
+            "rank": rank,
+            "start_us": tasks["start_us"].to_numpy(dtype=np.float64),
+            "end_us": (tasks["start_us"] + tasks["dur_us"]).to_numpy(dtype=np.float64),
+            "name": tasks["name"].to_numpy(dtype=object),
+            "core": tasks["core"].to_numpy(dtype=object),
+            "_row": np.arange(len(tasks)),
+        }
+    )
+    for column in ("stream", "task_id"):
+        if column in tasks.columns:
+            values = tasks[column].astype(object)
+            frame[column] = values.where(values.isna(), values.astype(str)).to_numpy()
+        else:
+            frame[column] = None
+    return frame

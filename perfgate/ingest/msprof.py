@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
@@ -43,7 +42,12 @@ from perfgate.ingest.ascend_csv import (
     task_columns,
 )
 from perfgate.ingest.assemble import Part, assemble
-from perfgate.ingest.common import canonical_task_columns, concat_frames, read_auxiliary
+from perfgate.ingest.common import (
+    canonical_task_columns,
+    concat_frames,
+    read_auxiliary,
+    tasks_not_in,
+)
 from perfgate.model import (
     STEP_COLUMNS,
     Profile,
@@ -281,7 +285,7 @@ def _read_folder(folder: Path, device: int | None, clock: TimeBase) -> tuple[Par
     task_time = [_read_task_time(f, device, clock) for f in chosen.get("task_time", [])]
     ops = concat_frames(op_summary)
     if task_time:
-        extra = _only_in_task_time(concat_frames(task_time), ops)
+        extra = tasks_not_in(concat_frames(task_time), ops)
         part.tasks = canonical_task_columns(concat_frames([ops, extra]))
     else:
         part.tasks = canonical_task_columns(ops)
@@ -347,39 +351,6 @@ def _read_task_time(export: ExportFile, device: int | None, clock: TimeBase) -> 
     tasks, _ = ascend_tasks(raw)
     tasks["rank"] = _rank_column(raw, _file_rank(export, device))
     return tasks
-
-
-def _only_in_task_time(task_time: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
-    """The task_time rows that op_summary does not already list.
-
-    A task_time row is the same task as an op_summary row when both are on the same rank,
-    their intervals overlap, and they share (stream id, task id) — the runtime reuses a task id
-    on a stream only after the earlier task finished, so two different tasks with the same ids
-    never overlap in time. op_summary writes stream/task id ``N/A`` for communication ops; for
-    those, the same name with an overlapping interval identifies the task. (Start times differ
-    by a few µs between the two files, so exact start matching would miss.)
-    """
-    if task_time.empty or ops.empty:
-        return task_time
-    candidates = task_time.reset_index(drop=True).assign(_row=lambda t: np.arange(len(t)))
-    duplicate = np.zeros(len(candidates), dtype=bool)
-    for keys in (["rank", "stream", "task_id"], ["rank", "name"]):
-        if any(k not in candidates.columns or k not in ops.columns for k in keys):
-            continue
-        left = candidates.dropna(subset=keys)
-        right = ops.dropna(subset=keys)
-        if keys[-1] == "name":
-            right = right[right["stream"].isna()] if "stream" in right.columns else right
-        if left.empty or right.empty:
-            continue
-        pairs = left[[*keys, "_row", "start_us", "dur_us"]].merge(
-            right[[*keys, "start_us", "dur_us"]], on=keys, suffixes=("", "_op")
-        )
-        overlap = (pairs["start_us"] <= pairs["start_us_op"] + pairs["dur_us_op"]) & (
-            pairs["start_us_op"] <= pairs["start_us"] + pairs["dur_us"]
-        )
-        duplicate[pairs.loc[overlap, "_row"].to_numpy()] = True
-    return candidates.loc[~duplicate].drop(columns="_row")
 
 
 def _read_step_trace(

@@ -55,6 +55,7 @@ from perfgate.ingest.common import (
     concat_frames,
     read_auxiliary,
     read_json_object,
+    tasks_not_in,
 )
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
@@ -271,6 +272,8 @@ def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
     if trace_view.is_file():
         data.steps, copies = _from_trace_view(trace_view, data.steps, rank, clock)
         if not data.tasks.empty and not copies.empty:
+            # Newer kernel_details.csv list the memcpy tasks too: each task once.
+            copies = tasks_not_in(copies, data.tasks, one_rank=True)
             data.tasks = concat_frames([data.tasks, copies])
         data.metadata["copy_visible"] = True
     else:
