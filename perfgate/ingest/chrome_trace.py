@@ -87,6 +87,7 @@ _FOREIGN_DIR = re.compile(r"^(ASCEND_PROFILER_OUTPUT|PROF_.*|.*_ascend_pt)$")
 
 # How much of a file detect() looks at.
 _DETECT_BYTES = 8192
+_GZIP_MAGIC = b"\x1f\x8b"
 # Keys Kineto writes in a trace's header (before the events): one of them marks a trace even
 # when a big header pushes "traceEvents" past the first few KB.
 _KINETO_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
@@ -127,30 +128,51 @@ _TRACE_EXPECTED = (
 def detect(path: Path) -> bool:
     """Whether ``path`` is a Chrome trace file, or a directory of torch.profiler traces.
 
-    A file must be named ``*.json`` / ``*.json.gz`` and start (after white space) with ``{``
-    and a Kineto header key, or with ``[`` and an event object. A directory must hold
-    ``*.pt.trace.json[.gz]`` files and no torch_npu / msprof output (other readers take those).
-    At most :data:`_DETECT_BYTES` of one file are read.
+    Recognised by content, whatever the names: a file (plain or gzip) that starts, after white
+    space, with ``{`` and a Kineto header key, or with ``[`` and an event object. A directory
+    must hold such a Kineto trace (or a ``*.pt.trace.json[.gz]`` file) and no torch_npu /
+    msprof output (other readers take those). At most :data:`_DETECT_BYTES` of a file are read.
     """
     path = Path(path)
-    try:
-        if path.is_dir():
-            children = list(path.iterdir())
-            if any(c.is_dir() and _FOREIGN_DIR.match(c.name) for c in children):
-                return False
-            return any(c.is_file() and c.name.endswith(KINETO_SUFFIXES) for c in children)
-        if not (path.is_file() and path.name.endswith((".json", ".json.gz"))):
+    if path.is_dir():
+        try:
+            children = sorted(path.iterdir())
+        except OSError:
             return False
+        if any(c.is_dir() and _FOREIGN_DIR.match(c.name) for c in children):
+            return False
+        return bool(_kineto_files(children))
+    return _sniff(path) is not None
+
+
+def _sniff(path: Path) -> Literal["object", "array"] | None:
+    """``object`` for a file that starts like a Kineto trace, ``array`` for one that starts like
+    an array of trace events (an Ascend timeline), else None; reads :data:`_DETECT_BYTES`."""
+    try:
+        if not path.is_file():
+            return None
         with _open(path) as handle:
             head = handle.read(_DETECT_BYTES)
     except (OSError, EOFError, zlib.error):
-        return False
+        return None
     head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"{"):
-        return any(key in head for key in _KINETO_HEADER_KEYS)
-    if head.startswith(b"["):
-        return head[1:].lstrip().startswith(b"{") and b'"ph"' in head
-    return False
+    if head.startswith(b"{") and any(key in head for key in _KINETO_HEADER_KEYS):
+        return "object"
+    if head.startswith(b"[") and head[1:].lstrip().startswith(b"{") and b'"ph"' in head:
+        return "array"
+    return None
+
+
+def _kineto_files(children: Iterable[Path]) -> list[Path]:
+    """The torch.profiler traces among a directory's entries: named ``*.pt.trace.json[.gz]``
+    (a damaged one is then reported, not skipped) or starting like one."""
+    return [
+        c
+        for c in children
+        if not c.name.startswith(".")
+        and c.is_file()
+        and (c.name.endswith(KINETO_SUFFIXES) or _sniff(c) == "object")
+    ]
 
 
 def read(path: Path, *, clock: TimeBase | None = None) -> Profile:
@@ -284,12 +306,15 @@ class _Trace:
 
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rb") as handle:
-            yield cast(IO[bytes], handle)
-    else:
-        with path.open("rb") as handle:
-            yield handle
+    """The file's bytes, gunzipped when it is gzip (by its magic bytes, not its name)."""
+    with path.open("rb") as raw:
+        gzipped = raw.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
+        raw.seek(0)
+        if gzipped:
+            with gzip.open(raw, "rb") as handle:
+                yield cast(IO[bytes], handle)
+        else:
+            yield raw
 
 
 @contextmanager
@@ -542,14 +567,12 @@ def _steps_table(rank: int, windows: pd.DataFrame, clock: TimeBase) -> pd.DataFr
 
 
 def _read_kineto_dir(directory: Path, clock: TimeBase) -> Profile:
-    files = sorted(
-        p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES)
-    )
+    files = _kineto_files(sorted(directory.iterdir()))
     if not files:
         raise ProfileError(
             directory,
             "holds no torch.profiler trace",
-            expected="*.pt.trace.json or *.pt.trace.json.gz files",
+            expected="torch.profiler traces (JSON objects with 'traceEvents', plain or gzip)",
         )
 
     def traces() -> Iterator[tuple[Path, _Trace]]:
