@@ -1,12 +1,13 @@
 """Shared pieces of the Ascend CSV readers (torch_npu text export and msprof export).
 
 torch_npu's ``kernel_details.csv`` is msprof's ``op_summary_*.csv`` with its columns renamed
-(msprof-formats.md §3.1), so one column table, :data:`TASK_COLUMN_MAP`, serves both readers.
+(docs/formats.md §4.2), so one column table, :data:`TASK_COLUMN_MAP`, serves both readers.
 
 Every CSV is read whole into a DataFrame (``pd.read_csv`` with ``usecols`` and ``dtype=str``),
 then each column is converted once: cells are stripped (msprof writes a TAB inside time-stamp
-cells, ``1736405443881410.320\\t``), ``N/A`` and empty cells become missing, numbers are parsed
-with :func:`pandas.to_numeric`, and time stamps (kind ``time``) exactly from their text by the
+cells, ``1736405443881410.320\\t``), empty cells are missing, ``N/A`` is kept in name and type
+columns and means unknown elsewhere (docs/formats.md §8), numbers are parsed with
+:func:`pandas.to_numeric`, and time stamps (kind ``time``) exactly from their text by the
 profile's :class:`~perfgate.model.TimeBase` (epoch µs become µs since its origin). A cell that
 does not hold what its column promises raises :class:`~perfgate.errors.ProfileError` naming the
 file, the column and the row.
@@ -40,7 +41,7 @@ Flavor = Literal["kernel_details", "op_summary"]
 KERNEL_DETAILS: Flavor = "kernel_details"
 OP_SUMMARY: Flavor = "op_summary"
 
-# The one op_summary ↔ kernel_details column table (msprof-formats.md §3.1).
+# The one op_summary ↔ kernel_details column table (docs/formats.md §4.2).
 #   canonical     kernel_details.csv      op_summary_*.csv          kind     header required
 # ``device_id`` and ``task_id`` are helper columns: the readers turn the first into ``rank`` and
 # use the second to match task_time rows; neither reaches the canonical tasks table.
@@ -63,7 +64,7 @@ TASK_COLUMN_MAP: tuple[tuple[str, str | None, str | None, ColumnKind, bool], ...
 TASK_VALUE_REQUIRED = ("start_us", "dur_us")
 
 # step_trace_time.csv (torch_npu) and cluster_step_trace_time.csv (msprof-analyze) breakdown
-# columns → canonical breakdown columns (msprof-formats.md §3.3, §4.1).
+# columns → canonical breakdown columns (docs/formats.md §4.3, §4.8).
 STEP_BREAKDOWN_MAP: tuple[tuple[str, str, bool], ...] = (
     # canonical                header                              header required
     ("computing_us", "Computing", True),
@@ -73,7 +74,7 @@ STEP_BREAKDOWN_MAP: tuple[tuple[str, str, bool], ...] = (
 )
 assert tuple(c for c, _, _ in STEP_BREAKDOWN_MAP) == BREAKDOWN_COLUMNS
 
-# op_statistic.csv / op_statistic_*.csv (msprof-formats.md §2.2).
+# op_statistic.csv / op_statistic_*.csv (docs/formats.md §4.5).
 OP_STATISTIC_COLUMNS_SPEC: tuple[tuple[str, str, ColumnKind, bool], ...] = (
     ("device_id", "Device_id", "int", False),
     ("op_type", "OP Type", "name", True),

@@ -1,48 +1,14 @@
 """Reader for the Ascend SQLite exports: msprof's unified ``msprof_*.db`` and torch_npu's
 ``ascend_pytorch_profiler_{rank}.db`` (``export_type=db``).
 
-Both share one schema: times are integer **nanoseconds** (epoch), and names, task types and
-shapes are integer ids into ``STRING_IDS``. Interval logic stays in integer ns; the canonical
-``start_us``/``end_us`` are µs since ``metadata["time_origin_us"]``, converted from the integers
-by one :class:`~perfgate.model.TimeBase` (see :mod:`perfgate.model`). What is read:
-
-* ``TASK`` — one row per device task (``startNs``, ``endNs``, ``deviceId``, ``taskType``,
-  ``globalTaskId``, ``streamId``, ``taskId``, ``connectionId``). ``TASK.taskType`` is the
-  runtime task type (``KERNEL_AIVEC``, ``KERNEL_AICORE``, ``MEMCPY_ASYNC``, ``EVENT_WAIT``,
-  ``SDMA``, ``Notify Wait`` …), not the accelerator core.
-* ``COMPUTE_TASK_INFO`` (by ``globalTaskId``) — the operator of a kernel task: ``name``,
-  ``opType``, ``taskType`` (here the accelerator core: ``AI_CORE``, ``AI_VECTOR_CORE``,
-  ``MIX_AIV``, ``DSA_SQE`` — what kernel_details.csv calls Accelerator Core), ``inputShapes``.
-* ``COMMUNICATION_OP`` — one row per collective (``opName``, ``opType``, ``startNs``,
-  ``endNs``, ``connectionId``); ``COMMUNICATION_TASK_INFO`` — its per-task HCCL rows.
-* ``STEP_TIME`` (torch_npu) — step windows; ``MSTX_EVENTS`` — user range marks.
-* ``RANK_DEVICE_MAP``, ``NPU_INFO``, ``META_DATA`` and the ``profiler_info*.json`` next to
-  the database — metadata.
-* The step breakdown: torch_npu's own ``analysis.db`` (table ``StepTraceTime``, µs) when it
-  lies next to the database, else ``OVERLAP_ANALYSIS`` — an auxiliary table that MindStudio
-  Insight adds to a database it opened (``type`` 0..3 = Computing, Communication,
-  Communication(Not Overlapped), Free: ``OVERLAP_TYPES`` in Ascend-msinsight
-  ``server/src/defs/CommonDefs.h``). On the torch_npu fixture, row for row, type 0 is the
-  merged TASK ⋈ COMPUTE_TASK_INFO intervals, 1 the merged COMMUNICATION_OP intervals, 2 those
-  minus type 0, 3 the gaps between them; per step its sums equal analysis.db's. Either
-  source is used only after its Computing and Communication totals are checked against the
-  tasks.
-
-Which TASK rows become tasks (so that no device time is counted twice):
-
-* Communication is taken at the operator level from ``COMMUNICATION_OP``, as msprof-analyze's
-  DB step-trace adapter and kernel_details.csv do (one ``hcom_*`` row per collective). The
-  per-task HCCL rows (``TASK`` rows listed in ``COMMUNICATION_TASK_INFO``: SDMA, Notify
-  Wait, Write Value …, 74 per allReduce in the torch_npu fixture) lie inside the op's window,
-  and one more TASK row shares the op's ``connectionId`` (an ``AI_CORE`` task spanning the
-  whole op); both are left out. When ``COMMUNICATION_OP`` has no rows, the per-task HCCL
-  rows are used instead (core ``HCCL``, op_type the HCCL task kind).
-* A MIX kernel appears twice in ``TASK``: a parent task without ``COMPUTE_TASK_INFO`` and,
-  with the same stream, task id and connection, the sub-task that carries the operator
-  (torch_npu fixture: 13 such pairs, the 13 MIX_AIV kernels of kernel_details.csv). The
-  parent is left out; its sub-task is the kernel.
-* Every other TASK row is a task: kernels with their operator, and the rest (MEMCPY_ASYNC,
-  EVENT_RECORD, …) named by their task type.
+Both share one schema: integer epoch **nanoseconds**, strings as ids into ``STRING_IDS``.
+Tasks come from ``TASK`` (with ``COMPUTE_TASK_INFO`` for the operator of a kernel and
+``COMMUNICATION_OP`` for collectives), steps from ``STEP_TIME`` or MSTX step ranges, the
+breakdown from torch_npu's ``analysis.db`` or Insight's ``OVERLAP_ANALYSIS`` once checked
+against the tasks. Which ``TASK`` rows become tasks, so that no device time is counted twice
+(MIX parents, per-task HCCL rows, repeated rows), and every table and column read:
+docs/formats.md §6. Interval logic stays in integer ns; the canonical times are µs since
+``metadata["time_origin_us"]`` (one :class:`~perfgate.model.TimeBase`).
 """
 
 from __future__ import annotations

@@ -2,40 +2,19 @@
 
 Two sources share the Chrome trace event format and this module:
 
-* ``kineto`` — a torch.profiler trace (``export_chrome_trace``, ``tensorboard_trace_handler``:
-  ``*.pt.trace.json`` / ``*.pt.trace.json.gz``): a JSON object whose ``traceEvents`` array holds
-  the events, after a header with ``deviceProperties`` and ``distributedInfo``. A directory
-  holding several such traces is read as one profile, one rank per file.
+* ``kineto`` — a torch.profiler trace: a JSON object whose ``traceEvents`` array holds the
+  events (plain or gzip), or a directory of them, one rank per file. Tasks are the GPU events
+  (``kernel``, ``gpu_memcpy``, ``gpu_memset``) or, without any, the top-level ``cpu_op``
+  events (:func:`top_level_mask`); steps are the ``ProfilerStep#N`` marks.
 * ``ascend_timeline`` — torch_npu's ``trace_view.json`` or msprof's ``msprof_*.json``: a JSON
-  *array* of events whose ``ts`` is a string of epoch µs (``"1704161511420306.491"``).
-  Tracks are found by their ``process_name`` metadata, never by pid (msprof-formats.md §2.7).
+  *array* of events whose ``ts`` is a string of epoch µs. Tracks are found by their
+  ``process_name`` metadata, never by pid (docs/formats.md §7.2); each step gets the breakdown
+  torch_npu sums from the ``Overlap Analysis`` track (docs/formats.md §4.3).
 
-Events are streamed with ijson (gzip through :func:`gzip.open`) into columns; the file is never
-loaded whole. Times are kept as integer nanoseconds while reading (``ts`` strings and decimals
-are exact there) and become float64 µs in the canonical tables through the profile's
-:class:`~perfgate.model.TimeBase`: epoch µs (Ascend timelines, some Kineto traces) are stored as
-µs since ``metadata["time_origin_us"]``, the origin subtracted in integer ns (see
-:mod:`perfgate.model`); a trace clock below 1e15 µs keeps its values (origin 0).
-
-Kineto tables:
-
-* ``steps`` — one row per ``ProfilerStep#N`` complete event of category ``user_annotation``
-  (``cpu_op`` in older torch), per rank: ``step = N``, ``[ts, ts + dur)``. The device-side
-  copies (category ``gpu_user_annotation``) are not step marks.
-* ``tasks`` — with GPU events (categories ``kernel``, ``gpu_memcpy``, ``gpu_memset``): one row
-  per such event; ``op_type`` = the kernel name (on CUDA the name is the operator identity),
-  ``core`` = the event category, ``category`` from :func:`cuda_category`, ``direction`` for
-  copies, ``stream`` from ``args.stream``. Without GPU events: the top-level ``cpu_op`` events
-  (:func:`top_level_mask`), ``core = "cpu"``, ``category`` from :func:`cpu_category`,
-  ``input_shapes`` from ``args["Input Dims"]`` when recorded, and
-  ``metadata["task_basis"] = "cpu"``.
-* A task belongs to the step whose window contains its start; ``step`` is <NA> outside
-  every window.
-
-Ascend timeline tables: tasks are the complete events on ``Ascend Hardware`` tracks (``core`` =
-``args["Task Type"]``), steps the ``ProfilerStep#N`` events of the framework (``Python``)
-process, and each step gets the breakdown torch_npu writes to ``step_trace_time.csv``, summed
-from the ``Overlap Analysis`` track (msprof-formats.md §3.3).
+Both are recognised by content, whatever the files are called (docs/formats.md §3). Events
+are streamed with ijson into columns; the file is never loaded whole. Times are integer ns
+while reading and become float64 µs through the profile's :class:`~perfgate.model.TimeBase`.
+docs/formats.md §7 says which events and arguments become which columns.
 """
 
 from __future__ import annotations

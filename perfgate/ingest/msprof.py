@@ -7,7 +7,8 @@ directories (one per process), or a lone ``op_summary_*.csv``.
 What comes from where:
 
 - tasks ← ``op_summary_*.csv`` (:data:`~perfgate.ingest.ascend_csv.TASK_COLUMN_MAP`, ``rank`` =
-  ``Device_id``), plus the tasks only ``task_time_*.csv`` lists (events, copies, …);
+  ``Device_id``), plus the tasks only ``task_time_*.csv`` lists (events, copies, …; a task in
+  both files is counted once: :func:`~perfgate.ingest.common.tasks_not_in`);
 - steps ← ``step_trace_*.csv`` (``Iteration ID``; window = ``Iteration End − Iteration Time`` to
   ``Iteration End``) when present, else none (one window);
 - ``op_statistic`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
@@ -16,9 +17,10 @@ Time stamps (``Task Start Time(us)``, ``task_start(us)``, ``Iteration End(us)``)
 by one :class:`~perfgate.model.TimeBase` for the whole profile: epoch µs become µs since
 ``metadata["time_origin_us"]`` (see :mod:`perfgate.model`).
 
-File names follow msprof's grammar (msprof-formats.md §1.3)
+File names follow msprof's grammar
 ``{type}[_{device}[_{model}][_{iteration}]][_slice_{n}]_{YYYYmmddHHMMSS}.csv``: slices of one
-export are merged, and when a folder holds several exports only the newest is read.
+export are merged, and when a folder holds several exports only the newest is read
+(docs/formats.md §5 describes the files and columns).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Times: kernel_details.csv and trace_view.json share one :class:`~perfgate.model.
 epoch µs are µs since ``metadata["time_origin_us"]`` in every table (see :mod:`perfgate.model`).
 
 A directory exported with ``export_type=db`` (only ``.db`` files) is not detected here: the
-SQLite reader takes it.
+SQLite reader takes it. docs/formats.md §4 describes the files, columns and quirks.
 """
 
 from __future__ import annotations
@@ -485,7 +485,7 @@ def _rank_from_info(info: dict[str, Any], info_path: Path | None) -> int | None:
 
 
 def _metadata(info: dict[str, Any]) -> dict[str, Any]:
-    """The profiler_info*.json fields perfgate records (msprof-formats.md §3.7)."""
+    """The profiler_info*.json fields perfgate records (docs/formats.md §4.6)."""
     config = info.get("config")
     experimental = config.get("experimental_config") if isinstance(config, dict) else None
     if not isinstance(experimental, dict):

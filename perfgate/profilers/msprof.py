@@ -1,4 +1,4 @@
-"""Run a command under msprof and read what it wrote (DESIGN §8).
+"""Run a command under msprof and read what it wrote (docs/formats.md §5.4).
 
 :func:`run_under_msprof` runs::
 
@@ -6,7 +6,7 @@
         --exit-status=<out_dir>/app_exit_status -- <command…>
 
 The application goes positionally after the options, as msprof's own system tests do
-(msprof-formats.md §1.1). It is wrapped in this module's ``__main__`` because msprof does not
+(docs/formats.md §5.4). It is wrapped in this module's ``__main__`` because msprof does not
 pass the application's exit status on: msprof logs "An exception has occurred in process App"
 and still exits 0 (``RunningMode::WaitRunningProcess``, msprof collector source). The wrapper
 runs the command, records its status and exits with it, so a failed benchmark is an error.
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 # Task-level collection: op_summary with OP Type / Task Type / shapes (task-time l1), per-task
 # PMU columns (aic-mode task-based, PipeUtilization) and task_time with copies; host API
-# tables for the CANN/runtime side. Every flag is in msprof's option table (msprof-formats
-# §1.1; the collector's LONG_OPTIONS).
+# tables for the CANN/runtime side. Every flag is in msprof's option table (docs/formats.md
+# §5.4; the collector's LONG_OPTIONS).
 MSPROF_OPTIONS: tuple[str, ...] = (
     "--ascendcl=on",
     "--runtime-api=on",
