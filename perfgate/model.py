@@ -305,18 +305,8 @@ def normalize_tasks(tasks: pd.DataFrame, source: str | Path) -> pd.DataFrame:
         ProfileError: naming ``source`` and the column, when a required column is missing,
             a category is outside :data:`CATEGORIES`, or a duration is negative or missing.
     """
-    missing = [c for c in TASK_COLUMNS if c not in tasks.columns]
-    if missing:
-        raise ProfileError(source, "reader produced no such task column", column=missing[0])
-    out = tasks.astype(_TASK_DTYPES)
-    bad = ~out["category"].isin(CATEGORIES)
-    if bad.any():
-        raise ProfileError(
-            source,
-            f"unknown task category {out.loc[bad, 'category'].iloc[0]!r}",
-            column="category",
-            expected=" | ".join(CATEGORIES),
-        )
+    _require_columns(tasks, TASK_COLUMNS, source, "task")
+    out = _check_categories(tasks.astype(_TASK_DTYPES), source, "task")
     if out["dur_us"].isna().any() or (out["dur_us"] < 0).any():
         raise ProfileError(
             source, "missing or negative task duration", column="dur_us", expected="µs >= 0"
@@ -328,9 +318,7 @@ def normalize_tasks(tasks: pd.DataFrame, source: str | Path) -> pd.DataFrame:
 
 def normalize_steps(steps: pd.DataFrame, source: str | Path) -> pd.DataFrame:
     """Check a reader's steps table against the contract and coerce the dtypes."""
-    missing = [c for c in STEP_COLUMNS if c not in steps.columns]
-    if missing:
-        raise ProfileError(source, "reader produced no such step column", column=missing[0])
+    _require_columns(steps, STEP_COLUMNS, source, "step")
     dtypes = dict(_STEP_DTYPES)
     dtypes.update({c: "float64" for c in BREAKDOWN_COLUMNS if c in steps.columns})
     out = steps.astype(dtypes)
@@ -349,19 +337,29 @@ def normalize_steps(steps: pd.DataFrame, source: str | Path) -> pd.DataFrame:
 
 def normalize_op_statistic(table: pd.DataFrame, source: str | Path) -> pd.DataFrame:
     """Check a reader's op_statistic table against the contract and coerce the dtypes."""
-    missing = [c for c in OP_STATISTIC_COLUMNS if c not in table.columns]
-    if missing:
-        raise ProfileError(source, "reader produced no such op_statistic column", column=missing[0])
+    _require_columns(table, OP_STATISTIC_COLUMNS, source, "op_statistic")
     out = table[list(OP_STATISTIC_COLUMNS)].astype(_OP_STATISTIC_DTYPES)
-    bad = ~out["category"].isin(CATEGORIES)
+    return _check_categories(out, source, "operator").reset_index(drop=True)
+
+
+def _require_columns(
+    table: pd.DataFrame, columns: tuple[str, ...], source: str | Path, what: str
+) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ProfileError(source, f"reader produced no such {what} column", column=missing[0])
+
+
+def _check_categories(table: pd.DataFrame, source: str | Path, what: str) -> pd.DataFrame:
+    bad = ~table["category"].isin(CATEGORIES)
     if bad.any():
         raise ProfileError(
             source,
-            f"unknown operator category {out.loc[bad, 'category'].iloc[0]!r}",
+            f"unknown {what} category {table.loc[bad, 'category'].iloc[0]!r}",
             column="category",
             expected=" | ".join(CATEGORIES),
         )
-    return out.reset_index(drop=True)
+    return table
 
 
 @dataclass
