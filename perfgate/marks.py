@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from perfgate.model import TimeBase
 
 STEP_MARKS_ENV = "PERFGATE_STEP_MARKS"
+# The note on a profile whose steps are the marked windows.
+STEP_MARKS_NOTE = "steps from perfgate step marks"
 MARK_COLUMNS = ("rank", "step", "start_us", "end_us", "warmup")
 TRUNCATED_NOTE = "last line is incomplete (the process stopped mid-write?) and was ignored"
 

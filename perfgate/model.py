@@ -1,52 +1,12 @@
 """Canonical tables, their columns and units, and the :class:`Profile` every reader returns.
 
-Every reader (torch_npu, msprof, Kineto, the SQLite exports) produces the same two tables, so
-everything downstream is written once. All times are microseconds (µs) as float64.
-
-Time base. Ascend profilers stamp tasks with epoch µs (``1736408883704643.212``, about 1.7e15):
-a float64 holds such a value only to 0.25 µs, while users compare perfgate's numbers with
-msprof-analyze's to three decimals. So ``start_us``/``end_us`` of a source whose clock is
-epoch µs (values ≥ :data:`EPOCH_SIZED_US`, 1e15) are stored relative to
-:data:`EPOCH_ORIGIN_US` (1 700 000 000 000 000 µs, 2023-11-14T22:13:20Z): the readers convert
-the source's exact text (decimal strings) or integers (ns) with :func:`us_from_text` /
-:func:`us_from_ns`, subtracting the origin in integer arithmetic, so each stored time is the
-float64 nearest to the true one. float64 spacing there is 2**-7 µs (0.0078) for stamps up to
-2026-02-06 (2**46 µs after the origin) and 2**-6 µs (0.016) up to 2028-04-30, against 0.25 µs
-for absolute epoch µs, so a difference of two stamps (a step window) is exact to about that
-spacing. Durations the source writes (``Duration(us)``, ``endNs - startNs``) do not go through
-the origin and keep all their digits. Sources whose time stamps are small (a Kineto trace
-clock, synthetic tests) keep their values (origin 0).
-``Profile.metadata["time_origin_us"]`` is the origin of the profile's tables (an int: the
-absolute time of a row is ``start_us + time_origin_us``); one profile uses one origin for all
-its tables (:class:`TimeBase`).
-
-``tasks`` — one row per device task (per top-level CPU op for CPU-only runs):
-
-============  =======  ===========================================================
-column        dtype    meaning
-============  =======  ===========================================================
-rank          int64    rank / device the task ran on (0 for single-device runs)
-step          Int64    step the task belongs to; <NA> when the source does not say
-                       (``assign_steps`` fills it from the step windows)
-name          object   kernel / op instance name (``Op Name``, Kineto ``name``)
-op_type       object   operator type (``OP Type``/``Type``); the name when the source
-                       has no type
-core          object   accelerator core / task type (``AI_CORE``, ``MIX_AIC``,
-                       ``SDMA_SQE``, ``kernel``, ``gpu_memcpy``, ``cpu``, …)
-category      object   one of :class:`Category`
-start_us      float64  task start (relative to ``metadata["time_origin_us"]``)
-dur_us        float64  task duration
-============  =======  ===========================================================
-
-Optional task columns: ``input_shapes`` (object), ``direction`` (object: ``h2d``, ``d2h``,
-``d2d`` for copies when the source says), ``stream`` (object).
-
-``steps`` — one row per (rank, step): ``rank`` (int64), ``step`` (Int64), ``start_us``,
-``end_us`` (float64, relative to ``metadata["time_origin_us"]``; NaN when the source gives no
-window, e.g. ``step_trace_time.csv`` alone).
-Optional: the breakdown the source computed itself, ``computing_us``,
-``comm_not_overlapped_us``, ``free_us``, ``preparing_us`` (float64), and ``warmup`` (bool:
-the source marks the step as warm-up; such steps are excluded from metrics).
+Every reader (torch_npu, msprof, Kineto, the SQLite exports) produces the same tables, so
+everything downstream is written once: ``tasks`` (one row per device task, or per top-level
+CPU op), ``steps`` (one row per rank and step) and, when the source has it, ``op_statistic``
+(the profiler's per-operator totals). All times are microseconds (µs) as float64; time stamps
+of an epoch-µs clock are stored relative to :data:`EPOCH_ORIGIN_US`, converted exactly from
+the source's text or integers (:class:`TimeBase`). docs/formats.md §1 describes the columns
+and the time base.
 """
 
 from __future__ import annotations
@@ -64,7 +24,7 @@ from perfgate.errors import ProfileError
 
 
 class Category(str, Enum):
-    """What a task spends device time on (DESIGN §3)."""
+    """What a task spends device time on (docs/formats.md §2)."""
 
     COMPUTE = "compute"
     COPY = "copy"
@@ -75,9 +35,10 @@ class Category(str, Enum):
 CATEGORIES = tuple(c.value for c in Category)
 
 TASK_COLUMNS = ("rank", "step", "name", "op_type", "core", "category", "start_us", "dur_us")
-OPTIONAL_TASK_COLUMNS = ("input_shapes", "direction", "stream")
+OPTIONAL_TASK_COLUMNS = ("input_shapes", "direction", "stream", "task_id")
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us")
 BREAKDOWN_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
+OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "category", "count", "total_us")
 
 _TASK_DTYPES: dict[str, str] = {
     "rank": "int64",
@@ -95,6 +56,14 @@ _STEP_DTYPES: dict[str, str] = {
     "start_us": "float64",
     "end_us": "float64",
 }
+_OP_STATISTIC_DTYPES: dict[str, str] = {
+    "rank": "int64",
+    "op_type": "object",
+    "core": "object",
+    "category": "object",
+    "count": "int64",
+    "total_us": "float64",
+}
 
 # The note every reader and the analysis give a profile without step marks.
 NO_STEP_MARKS_NOTE = "no step marks: analysed as one window"
@@ -107,7 +76,7 @@ CPU_OPS = "cpu"
 # --------------------------------------------------------------------------- time base
 
 EPOCH_ORIGIN_US = 1_700_000_000_000_000
-"""2023-11-14T22:13:20Z in epoch µs: the origin of epoch-clock profiles (module docstring)."""
+"""2023-11-14T22:13:20Z in epoch µs: the origin of epoch-clock profiles (docs/formats.md §1.5)."""
 EPOCH_SIZED_US = 10**15
 """Timestamps from this many µs up are epoch µs (1e15 µs is 2001-09-09): they get the origin."""
 NS_PER_US = 1000
@@ -336,18 +305,8 @@ def normalize_tasks(tasks: pd.DataFrame, source: str | Path) -> pd.DataFrame:
         ProfileError: naming ``source`` and the column, when a required column is missing,
             a category is outside :data:`CATEGORIES`, or a duration is negative or missing.
     """
-    missing = [c for c in TASK_COLUMNS if c not in tasks.columns]
-    if missing:
-        raise ProfileError(source, "reader produced no such task column", column=missing[0])
-    out = tasks.astype(_TASK_DTYPES)
-    bad = ~out["category"].isin(CATEGORIES)
-    if bad.any():
-        raise ProfileError(
-            source,
-            f"unknown task category {out.loc[bad, 'category'].iloc[0]!r}",
-            column="category",
-            expected=" | ".join(CATEGORIES),
-        )
+    _require_columns(tasks, TASK_COLUMNS, source, "task")
+    out = _check_categories(tasks.astype(_TASK_DTYPES), source, "task")
     if out["dur_us"].isna().any() or (out["dur_us"] < 0).any():
         raise ProfileError(
             source, "missing or negative task duration", column="dur_us", expected="µs >= 0"
@@ -359,9 +318,7 @@ def normalize_tasks(tasks: pd.DataFrame, source: str | Path) -> pd.DataFrame:
 
 def normalize_steps(steps: pd.DataFrame, source: str | Path) -> pd.DataFrame:
     """Check a reader's steps table against the contract and coerce the dtypes."""
-    missing = [c for c in STEP_COLUMNS if c not in steps.columns]
-    if missing:
-        raise ProfileError(source, "reader produced no such step column", column=missing[0])
+    _require_columns(steps, STEP_COLUMNS, source, "step")
     dtypes = dict(_STEP_DTYPES)
     dtypes.update({c: "float64" for c in BREAKDOWN_COLUMNS if c in steps.columns})
     out = steps.astype(dtypes)
@@ -378,6 +335,33 @@ def normalize_steps(steps: pd.DataFrame, source: str | Path) -> pd.DataFrame:
     return out.sort_values(["rank", "step"]).reset_index(drop=True)
 
 
+def normalize_op_statistic(table: pd.DataFrame, source: str | Path) -> pd.DataFrame:
+    """Check a reader's op_statistic table against the contract and coerce the dtypes."""
+    _require_columns(table, OP_STATISTIC_COLUMNS, source, "op_statistic")
+    out = table[list(OP_STATISTIC_COLUMNS)].astype(_OP_STATISTIC_DTYPES)
+    return _check_categories(out, source, "operator").reset_index(drop=True)
+
+
+def _require_columns(
+    table: pd.DataFrame, columns: tuple[str, ...], source: str | Path, what: str
+) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ProfileError(source, f"reader produced no such {what} column", column=missing[0])
+
+
+def _check_categories(table: pd.DataFrame, source: str | Path, what: str) -> pd.DataFrame:
+    bad = ~table["category"].isin(CATEGORIES)
+    if bad.any():
+        raise ProfileError(
+            source,
+            f"unknown {what} category {table.loc[bad, 'category'].iloc[0]!r}",
+            column="category",
+            expected=" | ".join(CATEGORIES),
+        )
+    return table
+
+
 @dataclass
 class Profile:
     """One profile, read into the canonical tables.
@@ -386,7 +370,7 @@ class Profile:
         source: the format that was read: ``torch_npu``, ``msprof``, ``kineto``,
             ``torch_npu_db``, ``msprof_db``, ``ascend_timeline``, ``cluster_step_trace``.
         path: what the user pointed at.
-        tasks: the canonical tasks table (see module docstring).
+        tasks: the canonical tasks table (docs/formats.md §1.1).
         steps: the canonical steps table; empty when the source has no step marks.
         metadata: what the profile records about its environment, with these keys when
             known: ``cann_version``, ``torch_npu_version``, ``torch_version``,
@@ -396,9 +380,14 @@ class Profile:
             ``kernel_details.csv`` without ``trace_view.json``/``task_time.csv``, so copy
             time is unknown rather than zero), ``time_origin_us`` (int, default 0: the origin
             of ``start_us``/``end_us``, :data:`EPOCH_ORIGIN_US` for epoch-clock sources; see
-            the module docstring).
+            docs/formats.md §1.5).
         notes: things the user should know about how the profile was read (one line each),
             e.g. "no step marks: analysed as one window".
+        op_statistic: the profiler's own per-operator totals, when the source has them
+            (``op_statistic.csv``, ``op_statistic_*.csv``): one row per (rank, operator type,
+            core) with :data:`OP_STATISTIC_COLUMNS` (``count`` int64, ``total_us`` float64,
+            ``category`` one of :class:`Category`); ``None`` otherwise. The analysis uses it
+            when the profile has no per-task rows.
     """
 
     source: str
@@ -407,10 +396,13 @@ class Profile:
     steps: pd.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    op_statistic: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
         self.tasks = normalize_tasks(self.tasks, self.path)
         self.steps = normalize_steps(self.steps, self.path)
+        if self.op_statistic is not None:
+            self.op_statistic = normalize_op_statistic(self.op_statistic, self.path)
         self.metadata.setdefault("task_basis", DEVICE_TASKS)
         self.metadata.setdefault("copy_visible", True)
         self.metadata.setdefault("time_origin_us", 0)

@@ -349,6 +349,35 @@ def test_detect_recognises_traces_and_directories_of_traces(tmp_path: Path) -> N
     assert detect(plain)
 
 
+def test_a_directory_of_traces_is_recognised_by_content_whatever_the_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As HTA ships them (sampled_rank-0.json.gz, control.json.gz): no *.pt.trace.json name;
+    # one copied without any extension, uncompressed; other files beside them are ignored.
+    run = tmp_path / "traces"
+    run.mkdir()
+    shutil.copy(RANK0, run / RANK0.name)
+    (run / "rank1").write_bytes(gzip.decompress(RANK1.read_bytes()))
+    (run / "config.json").write_text('{"lr": 0.1}')
+    (run / "README").write_text("profiled on 2 A100s\n")
+    assert detect(run)
+    profile = load_profile(run)
+    assert profile.source == "kineto"
+    assert profile.metadata["ranks"] == [0, 1]
+    assert profile.steps["step"].tolist() == [551, 552, 551, 552]
+    # The CLI reads it too (it exited 2: "not a profile layout perfgate knows").
+    from perfgate.cli import main
+
+    assert main(["inspect", str(run), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"]["ranks"] == [0, 1]
+
+
+def test_a_directory_without_a_trace_is_not_kineto(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    (tmp_path / "events.json.gz").write_bytes(gzip.compress(b'{"events": []}'))
+    assert not detect(tmp_path)
+
+
 def test_load_profile_picks_the_kineto_reader_for_a_trace() -> None:
     profile = load_profile(CPU_ONLY)
     assert profile.source == "kineto"

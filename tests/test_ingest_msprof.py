@@ -122,8 +122,9 @@ def test_no_step_trace_means_one_window_with_a_note() -> None:
     assert profile.tasks["step"].isna().all()
 
 
-def test_op_statistic_goes_to_metadata() -> None:
-    statistic = read(PROF).metadata["op_statistic"]
+def test_op_statistic_is_the_profiles_op_statistic_table() -> None:
+    statistic = read(PROF).op_statistic
+    assert statistic is not None
     assert statistic.to_dict("records") == [
         {
             "rank": 0,
@@ -351,3 +352,56 @@ def test_torch_npu_layouts_are_not_msprof() -> None:
     assert not msprof.detect(
         torch_npu_data / "pytorch_text_level1_rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     )
+
+
+def test_an_op_statistic_row_with_op_type_na_reads_as_its_core_type(tmp_path: Path) -> None:
+    prof = copy_prof(tmp_path / PROF.name)
+    statistic_csv = prof / "mindstudio_profiler_output" / f"op_statistic_{STAMP}.csv"
+    with statistic_csv.open("a") as handle:
+        handle.write("0,N/A,MEMCPY_ASYNC,1,301.5,301.5,301.5,301.5,0.1\n")
+    statistic = read(prof).op_statistic
+    assert statistic is not None
+    assert statistic[["op_type", "core", "category", "count"]].values.tolist() == [
+        ["main_kernel", "MIX_AIC", "compute", 3],
+        ["MEMCPY_ASYNC", "MEMCPY_ASYNC", "copy", 1],
+    ]
+
+
+def test_a_damaged_op_statistic_is_skipped_with_a_note(tmp_path: Path) -> None:
+    prof = copy_prof(tmp_path / PROF.name)
+    statistic_csv = prof / "mindstudio_profiler_output" / f"op_statistic_{STAMP}.csv"
+    statistic_csv.write_text("Device_id,OP Type,Core Type,Count\n0,main_kernel,MIX_AIC,3\n")
+    profile = read(prof)
+    assert profile.op_statistic is None
+    assert len(kernels(profile)) == 3
+    [note] = [n for n in profile.notes if statistic_csv.name in n]
+    assert note.startswith(f"{statistic_csv}: column 'Total Time(us)': no such column")
+
+
+def test_op_summary_rows_without_task_id_are_not_counted_again_from_task_time(
+    tmp_path: Path,
+) -> None:
+    # Task ID N/A in the three op_summary kernel rows (Stream ID 1756 kept): task_time lists
+    # the same three kernels (task_id 0, 1, 2, stream 1756, starts 1.58 µs earlier).
+    folder = copy_prof(tmp_path / PROF.name) / "mindstudio_profiler_output"
+    lines = OP_SUMMARY.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    for cells in rows:
+        cells[2] = "N/A"  # Task ID
+    (folder / OP_SUMMARY.name).write_text(
+        "\n".join([lines[0], *(",".join(c) for c in rows)]) + "\n"
+    )
+    profile = read(folder)
+    assert len(kernels(profile)) == 3  # not 6
+    assert kernels(profile)["dur_us"].tolist() == [dur for _, dur in KERNELS]
+
+
+def test_a_task_time_kernel_on_another_stream_is_another_task(tmp_path: Path) -> None:
+    # The same kernel name and an overlapping time, but stream 1757 and Task ID known on
+    # both sides and different: two tasks.
+    folder = copy_prof(tmp_path / PROF.name) / "mindstudio_profiler_output"
+    with (folder / TASK_TIME.name).open("a") as handle:
+        handle.write(
+            "0,main_kernel,MIX_AIC,1757,0,100.000,1780676244313300.000\t,1780676244313400.000\t\n"
+        )
+    assert len(kernels(read(folder))) == 4

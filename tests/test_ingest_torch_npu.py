@@ -19,7 +19,8 @@ import pytest
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import torch_npu
-from perfgate.ingest.ascend_csv import LEVEL0_NOTE, op_type_from_name
+from perfgate.ingest.ascend_csv import LEVEL0_NOTE
+from perfgate.ingest.categories import op_type_from_name
 from perfgate.model import EPOCH_ORIGIN_US, Profile
 
 DATA = Path(__file__).parent / "data" / "torch_npu"
@@ -188,11 +189,14 @@ def test_level1_step_50_breakdown_sums_to_154483_509_us() -> None:
 
 
 def test_level1_metadata_and_op_statistic_table() -> None:
-    metadata = read(LEVEL1).metadata
+    profile = read(LEVEL1)
+    metadata = profile.metadata
     assert metadata["profiler_level"] == "Level1"
     assert metadata["aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION"
     assert metadata["export_type"] == "text"
-    statistic = metadata["op_statistic"]
+    assert "op_statistic" not in metadata
+    statistic = profile.op_statistic
+    assert statistic is not None
     assert list(statistic.columns) == ["rank", "op_type", "core", "category", "count", "total_us"]
     # op_statistic.csv: 33 data rows; Σ Count = 187 = 191 kernels − 4 HCCL
     assert len(statistic) == 33
@@ -257,7 +261,8 @@ def test_level2_export_without_kernel_details_gives_steps_and_a_note() -> None:
 
 
 def test_level2_metadata_has_versions_and_op_statistic() -> None:
-    metadata = read(LEVEL2).metadata
+    profile = read(LEVEL2)
+    metadata = profile.metadata
     # profiler_info_0.json: torch_npu_version 2.7.1, cann_version 8.3.RC1, Level2,
     # _export_type ["text"], rank_id "0" (a string)
     assert metadata["cann_version"] == "8.3.RC1"
@@ -265,7 +270,8 @@ def test_level2_metadata_has_versions_and_op_statistic() -> None:
     assert metadata["profiler_level"] == "Level2"
     assert metadata["export_type"] == "text"
     assert metadata["ranks"] == [0]
-    statistic = metadata["op_statistic"]
+    statistic = profile.op_statistic
+    assert statistic is not None
     # op_statistic.csv: 35 data rows, Σ Count 2448; row 0,MatMulV3,AI_CORE,280,48000.78,…
     assert len(statistic) == 35
     assert statistic["count"].sum() == 2448
@@ -554,3 +560,133 @@ def test_a_renamed_kernel_details_is_recognised_by_its_header(tmp_path: Path) ->
     shutil.copy(ADVISOR_NEW, csv)
     assert torch_npu.detect(csv)
     assert len(torch_npu.read(csv).tasks) == 29
+
+
+# ----------------------------------------------------------------------------- N/A, auxiliary
+
+
+def insert_line(path: Path, index: int, line: str) -> None:
+    """Insert ``line`` as line ``index`` (0 = the header) of a CSV, in its own line endings."""
+    raw = path.read_bytes()
+    newline = b"\r\n" if b"\r\n" in raw else b"\n"
+    lines = raw.split(newline)
+    lines.insert(index, line.encode())
+    path.write_bytes(newline.join(lines))
+
+
+def test_an_op_statistic_row_whose_op_type_is_na_reads_as_its_core_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Data row 7 of op_statistic.csv becomes a memcpy row as torch_npu writes it: OP Type N/A.
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    statistic_csv = rank_dir / OUTPUT / "op_statistic.csv"
+    insert_line(statistic_csv, 7, "N/A,MEMCPY_ASYNC,2,603.4,301.2,301.7,302.2,0.2")
+    profile = read(rank_dir)
+    assert profile.op_statistic is not None
+    assert len(profile.op_statistic) == 34  # the 33 real rows and the memcpy row
+    memcpy = profile.op_statistic.iloc[6]
+    assert (memcpy["op_type"], memcpy["core"], memcpy["category"], memcpy["count"]) == (
+        "MEMCPY_ASYNC",
+        "MEMCPY_ASYNC",
+        "copy",
+        2,
+    )
+    assert memcpy["total_us"] == pytest.approx(603.4)
+    assert not any("op_statistic" in note for note in profile.notes)
+    # The whole inspect reads (it exited 2 on "column 'OP Type': data row 7 has no value").
+    from perfgate.cli import main
+
+    assert main(["inspect", str(rank_dir)]) == 0
+    assert "hcom_allReduce_" in capsys.readouterr().out
+
+
+def test_na_and_pandas_na_words_are_names_in_name_and_type_columns(tmp_path: Path) -> None:
+    # Real first row of kernel_details.csv, as three variants: a kernel literally named "NA"
+    # (pandas reads NA, null, None… as missing by default), a memcpy task with Type N/A, and
+    # one whose name and type are both N/A.
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    kernel_details = rank_dir / OUTPUT / "kernel_details.csv"
+    first = kernel_details.read_bytes().split(b"\r\n")[1].decode()
+    cells = first.split(",")
+    name_at, type_at, core_at = 4, 5, 7  # Step Id,Model ID,Task ID,Stream ID,Name,Type,…
+    rows = []
+    for name, op_type, core in (
+        ("NA", "null", "AI_CORE"),
+        ("MemcpyAsync", "N/A", "MEMCPY_ASYNC"),
+        ("N/A", "N/A", "MEMCPY_ASYNC"),
+    ):
+        cells[name_at], cells[type_at], cells[core_at] = name, op_type, core
+        rows.append(",".join(cells))
+    for offset, row in enumerate(rows):
+        insert_line(kernel_details, 1 + offset, row)
+    tasks = read(rank_dir).tasks
+    assert len(tasks) == 191 + 3
+    added = tasks.iloc[:3]
+    assert added["name"].tolist() == ["NA", "MemcpyAsync", "MEMCPY_ASYNC"]
+    assert added["op_type"].tolist() == ["null", "MemcpyAsync", "MEMCPY_ASYNC"]
+    assert added["category"].tolist() == ["compute", "copy", "copy"]
+
+
+def test_a_truncated_row_is_still_an_error_naming_file_column_and_row(tmp_path: Path) -> None:
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    kernel_details = rank_dir / OUTPUT / "kernel_details.csv"
+    lines = kernel_details.read_bytes().split(b"\r\n")
+    cells = lines[3].split(b",")
+    lines[3] = b",".join(cells[:9])  # cut after Start Time(us): Duration(us) is empty
+    kernel_details.write_bytes(b"\r\n".join(lines))
+    with pytest.raises(ProfileError) as raised:
+        read(rank_dir)
+    message = str(raised.value)
+    assert message.startswith(f"{kernel_details}: column 'Duration(us)': data row 3 has no value")
+
+
+def test_na_in_a_required_number_column_is_named_as_no_number(tmp_path: Path) -> None:
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    kernel_details = rank_dir / OUTPUT / "kernel_details.csv"
+    lines = kernel_details.read_bytes().split(b"\r\n")
+    cells = lines[2].split(b",")
+    cells[9] = b"N/A"  # Duration(us)
+    lines[2] = b",".join(cells)
+    kernel_details.write_bytes(b"\r\n".join(lines))
+    with pytest.raises(
+        ProfileError, match=r"'Duration\(us\)': data row 2 holds 'N/A' \(expected a"
+    ):
+        read(rank_dir)
+
+
+def test_a_damaged_op_statistic_is_skipped_with_a_note(tmp_path: Path) -> None:
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    statistic_csv = rank_dir / OUTPUT / "op_statistic.csv"
+    text = statistic_csv.read_bytes()
+    statistic_csv.write_bytes(text[: text.index(b"MatMulV2") + len(b"MatMulV2,AI_CORE,")])
+    profile = read(rank_dir)
+    assert profile.op_statistic is None
+    assert len(profile.tasks) == 191  # kernel_details.csv still read
+    [note] = [n for n in profile.notes if "op_statistic.csv" in n]
+    assert note.startswith(f"{statistic_csv}: column 'Count': data row 3 has no value")
+    assert note.endswith("skipped: the profiler's per-operator totals are not used")
+
+
+def test_a_damaged_profiler_info_is_skipped_with_a_note_and_the_rank_from_its_name(
+    tmp_path: Path,
+) -> None:
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    info = rank_dir / "profiler_info_0.json"
+    info.write_bytes(info.read_bytes()[:40])
+    profile = read(rank_dir)
+    assert profile.metadata["ranks"] == [0]
+    assert "profiler_level" not in profile.metadata
+    [note] = [n for n in profile.notes if "profiler_info_0.json" in n]
+    assert "is not valid JSON" in note
+    assert note.endswith("skipped: versions, profiler level and rank_id not recorded")
+
+
+def test_a_corrupt_communication_json_or_api_statistic_changes_nothing(tmp_path: Path) -> None:
+    # perfgate reads neither file: a damaged one must not stop the analysis.
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    (rank_dir / OUTPUT / "communication.json").write_text('{"step50": {"p2p": {}, "collec')
+    (rank_dir / OUTPUT / "api_statistic.csv").write_bytes(b"\xff\xfe garbage")
+    damaged, intact = read(rank_dir), read(LEVEL1)
+    pd.testing.assert_frame_equal(damaged.tasks, intact.tasks)
+    pd.testing.assert_frame_equal(damaged.steps, intact.steps)
+    assert damaged.notes == intact.notes

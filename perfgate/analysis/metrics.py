@@ -96,8 +96,8 @@ def analyze(profile: Profile) -> RunAnalysis:
         )
     per_step = aggregate_ranks(per_rank)
     operators = operator_table(tasks, per_rank)
-    if operators.empty and isinstance(profile.metadata.get("op_statistic"), pd.DataFrame):
-        operators = operators_from_statistic(profile.metadata["op_statistic"], per_rank)
+    if operators.empty and profile.op_statistic is not None:
+        operators = operators_from_statistic(profile.op_statistic, per_rank)
     return RunAnalysis(
         per_rank=per_rank,
         per_step=per_step,

@@ -1,15 +1,18 @@
 """Profile path → :class:`~perfgate.model.Profile`, with the format detected from the content.
 
-Each reader module exposes ``detect(path) -> bool`` (cheap: looks at names and at most the
-first bytes of a file) and ``read(path) -> Profile``. :func:`load_profile` asks them in order;
-the first that recognises the path reads it.
+Every reader is a :class:`Reader`: ``detect(path)`` is cheap (it looks at names and at most the
+first bytes of a file) and ``read(path)`` builds the Profile, ending with the one shared
+assembly step (:func:`perfgate.ingest.assemble.assemble`). :func:`load_profile` asks the
+readers in order; the first that recognises the path reads it. docs/formats.md says what each
+reader reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import Protocol
 
 from perfgate.errors import ProfileError
 from perfgate.model import Profile
@@ -17,28 +20,54 @@ from perfgate.model import Profile
 EXPECTED_LAYOUTS = (
     "a torch_npu *_ascend_pt directory (ASCEND_PROFILER_OUTPUT/), an msprof PROF_* directory "
     "(mindstudio_profiler_output/ or device_*/summary/), a torch.profiler trace "
-    "(.json or .json.gz), an Ascend trace_view.json / msprof_*.json timeline, "
-    "kernel_details.csv / op_summary_*.csv, or an msprof / torch_npu .db"
+    "(.json or .json.gz) or a directory of them, an Ascend trace_view.json / msprof_*.json "
+    "timeline, kernel_details.csv / op_summary_*.csv, or an msprof / torch_npu .db"
 )
 
 
-def _readers() -> list[ModuleType]:
-    # Imported here so that `import perfgate` stays light; order matters: the most specific
-    # layouts first.
-    import perfgate.ingest.ascend_db as ascend_db
-    import perfgate.ingest.chrome_trace as chrome_trace
-    import perfgate.ingest.msprof as msprof
-    import perfgate.ingest.torch_npu as torch_npu
+class Reader(Protocol):
+    """One profile format family: recognise it, read it."""
 
-    return [torch_npu, msprof, ascend_db, chrome_trace]
+    @property
+    def name(self) -> str:
+        """Short name of the formats read (``torch_npu``, ``msprof``, …)."""
+        ...
+
+    def detect(self, path: Path) -> bool:
+        """Whether ``path`` is this reader's; cheap, never raises."""
+        ...
+
+    def read(self, path: Path) -> Profile:
+        """The profile at ``path``; :class:`~perfgate.errors.ProfileError` when it cannot."""
+        ...
 
 
-def detect_reader(path: Path) -> Callable[[Path], Profile]:
-    """The ``read`` function of the first reader that recognises ``path``."""
-    for reader in _readers():
+@dataclass(frozen=True)
+class FormatReader:
+    """A :class:`Reader` made of a reader module's ``detect`` and ``read`` functions."""
+
+    name: str
+    detect: Callable[[Path], bool]
+    read: Callable[[Path], Profile]
+
+
+def readers() -> tuple[Reader, ...]:
+    """The readers, most specific layouts first (the order :func:`detect_reader` asks them)."""
+    # Imported here so that `import perfgate` stays light.
+    from perfgate.ingest import ascend_db, chrome_trace, msprof, torch_npu
+
+    return (torch_npu.READER, msprof.READER, ascend_db.READER, chrome_trace.READER)
+
+
+def detect_reader(path: Path) -> Reader:
+    """The first reader that recognises ``path``.
+
+    Raises:
+        ProfileError: no reader does.
+    """
+    for reader in readers():
         if reader.detect(path):
-            read: Callable[[Path], Profile] = reader.read
-            return read
+            return reader
     raise ProfileError(path, "not a profile layout perfgate knows", expected=EXPECTED_LAYOUTS)
 
 
@@ -56,4 +85,4 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(path, "file is empty")
     if path.is_dir() and not any(path.iterdir()):
         raise ProfileError(path, "directory is empty", expected=EXPECTED_LAYOUTS)
-    return detect_reader(path)(path)
+    return detect_reader(path).read(path)

@@ -1,12 +1,13 @@
 """Shared pieces of the Ascend CSV readers (torch_npu text export and msprof export).
 
 torch_npu's ``kernel_details.csv`` is msprof's ``op_summary_*.csv`` with its columns renamed
-(msprof-formats.md §3.1), so one column table, :data:`TASK_COLUMN_MAP`, serves both readers.
+(docs/formats.md §4.2), so one column table, :data:`TASK_COLUMN_MAP`, serves both readers.
 
 Every CSV is read whole into a DataFrame (``pd.read_csv`` with ``usecols`` and ``dtype=str``),
 then each column is converted once: cells are stripped (msprof writes a TAB inside time-stamp
-cells, ``1736405443881410.320\\t``), ``N/A`` and empty cells become missing, numbers are parsed
-with :func:`pandas.to_numeric`, and time stamps (kind ``time``) exactly from their text by the
+cells, ``1736405443881410.320\\t``), empty cells are missing, ``N/A`` is kept in name and type
+columns and means unknown elsewhere (docs/formats.md §8), numbers are parsed with
+:func:`pandas.to_numeric`, and time stamps (kind ``time``) exactly from their text by the
 profile's :class:`~perfgate.model.TimeBase` (epoch µs become µs since its origin). A cell that
 does not hold what its column promises raises :class:`~perfgate.errors.ProfileError` naming the
 file, the column and the row.
@@ -15,9 +16,7 @@ file, the column and the row.
 from __future__ import annotations
 
 import csv
-import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,21 +24,24 @@ from typing import Any, Literal
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.categories import ascend_category
-from perfgate.model import BREAKDOWN_COLUMNS, TimeBase
+from perfgate.ingest.categories import categorize, op_type_from_name
+from perfgate.ingest.common import strip_shape_quotes
+from perfgate.model import BREAKDOWN_COLUMNS, OP_STATISTIC_COLUMNS, TimeBase
 
-# ``time``: an absolute time stamp in µs (float64 µs since the TimeBase's origin).
-ColumnKind = Literal["text", "float", "int", "time"]
+# ``name``: a name or type, where ``N/A`` is a value (kept as written; only an empty cell is
+# missing); ``text``: other text (ids, shapes), where ``N/A`` means unknown; ``time``: an
+# absolute time stamp in µs (float64 µs since the TimeBase's origin).
+ColumnKind = Literal["name", "text", "float", "int", "time"]
 
-# Cells that mean "no value" in Ascend CSVs. Default pandas NA strings ("NA", "null", …) are
-# deliberately not used: they could be kernel names.
+# Cells that mean "no value" in Ascend CSVs outside name columns. Default pandas NA strings
+# ("NA", "null", "None", …) are deliberately not used: they could be kernel names.
 NA_STRINGS = ("", "N/A")
 
 Flavor = Literal["kernel_details", "op_summary"]
 KERNEL_DETAILS: Flavor = "kernel_details"
 OP_SUMMARY: Flavor = "op_summary"
 
-# The one op_summary ↔ kernel_details column table (msprof-formats.md §3.1).
+# The one op_summary ↔ kernel_details column table (docs/formats.md §4.2).
 #   canonical     kernel_details.csv      op_summary_*.csv          kind     header required
 # ``device_id`` and ``task_id`` are helper columns: the readers turn the first into ``rank`` and
 # use the second to match task_time rows; neither reaches the canonical tasks table.
@@ -48,9 +50,9 @@ TASK_COLUMN_MAP: tuple[tuple[str, str | None, str | None, ColumnKind, bool], ...
     ("step", "Step Id", None, "int", False),
     ("stream", "Stream ID", "Stream ID", "text", False),
     ("task_id", "Task ID", "Task ID", "text", False),
-    ("name", "Name", "Op Name", "text", True),
-    ("op_type", "Type", "OP Type", "text", True),
-    ("core", "Accelerator Core", "Task Type", "text", True),
+    ("name", "Name", "Op Name", "name", True),
+    ("op_type", "Type", "OP Type", "name", True),
+    ("core", "Accelerator Core", "Task Type", "name", True),
     ("start_us", "Start Time(us)", "Task Start Time(us)", "time", True),
     ("dur_us", "Duration(us)", "Task Duration(us)", "float", True),
     ("input_shapes", "Input Shapes", "Input Shapes", "text", False),
@@ -62,7 +64,7 @@ TASK_COLUMN_MAP: tuple[tuple[str, str | None, str | None, ColumnKind, bool], ...
 TASK_VALUE_REQUIRED = ("start_us", "dur_us")
 
 # step_trace_time.csv (torch_npu) and cluster_step_trace_time.csv (msprof-analyze) breakdown
-# columns → canonical breakdown columns (msprof-formats.md §3.3, §4.1).
+# columns → canonical breakdown columns (docs/formats.md §4.3, §4.8).
 STEP_BREAKDOWN_MAP: tuple[tuple[str, str, bool], ...] = (
     # canonical                header                              header required
     ("computing_us", "Computing", True),
@@ -72,15 +74,14 @@ STEP_BREAKDOWN_MAP: tuple[tuple[str, str, bool], ...] = (
 )
 assert tuple(c for c, _, _ in STEP_BREAKDOWN_MAP) == BREAKDOWN_COLUMNS
 
-# op_statistic.csv / op_statistic_*.csv (msprof-formats.md §2.2).
+# op_statistic.csv / op_statistic_*.csv (docs/formats.md §4.5).
 OP_STATISTIC_COLUMNS_SPEC: tuple[tuple[str, str, ColumnKind, bool], ...] = (
     ("device_id", "Device_id", "int", False),
-    ("op_type", "OP Type", "text", True),
-    ("core", "Core Type", "text", True),
+    ("op_type", "OP Type", "name", True),
+    ("core", "Core Type", "name", True),
     ("count", "Count", "int", True),
     ("total_us", "Total Time(us)", "float", True),
 )
-OP_STATISTIC_COLUMNS = ("rank", "op_type", "core", "category", "count", "total_us")
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,9 @@ def read_csv_columns(
 ) -> pd.DataFrame:
     """Read ``columns`` of the CSV at ``path`` into a DataFrame with the canonical names.
 
-    Returns one column per found :class:`CsvColumn`, named ``canonical``: ``text`` columns as
-    object (stripped, ``N/A``/empty → NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
+    Returns one column per found :class:`CsvColumn`, named ``canonical``: ``name`` columns as
+    object (stripped, ``N/A`` kept, empty → NaN), ``text`` as object (stripped, ``N/A``/empty →
+    NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
     float64 µs since ``clock``'s origin (a new :class:`~perfgate.model.TimeBase` when none is
     given: pass the profile's, so that all its files share one origin). Optional columns absent
     from the header are absent from the result.
@@ -159,8 +161,9 @@ def read_csv_columns(
             # Headers are matched stripped, as read_header() reports them.
             usecols=lambda name: str(name).strip() in wanted_headers,
             dtype=str,
-            keep_default_na=False,
-            na_values=list(NA_STRINGS),
+            # Every cell as written: N/A is data in name columns (see _convert), and pandas'
+            # default NA strings ("NA", "null", "None", …) could be kernel names.
+            na_filter=False,
             encoding="utf-8-sig",
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
@@ -178,20 +181,29 @@ def read_csv_columns(
 
 
 def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -> pd.Series:
-    stripped = cells.astype("str").str.strip()
-    stripped = stripped.where(~stripped.isin(NA_STRINGS))
-    missing = stripped.isna()
-    if column.value_required and missing.any():
-        row = int(missing.to_numpy().nonzero()[0][0])
+    """One column's cells → its kind. Only an empty cell (or a row cut short) is missing;
+    ``N/A`` is kept in ``name`` columns, unknown in ``text`` ones, and no number elsewhere
+    (an error where a value is required, else missing)."""
+    text = cells.astype(object)
+    stripped = text.where(text.isna(), text.astype(str).str.strip())
+    empty = stripped.isna() | (stripped == "")
+    if column.value_required and empty.any():
+        row = int(empty.to_numpy().nonzero()[0][0])
         raise ProfileError(
             path,
             f"data row {row + 1} has no value; the file looks truncated or damaged",
             column=column.header,
             expected="a value in every row",
         )
+    if column.kind == "name":
+        return stripped.where(~empty).astype(object)
+    placeholder = stripped.isin(NA_STRINGS)
+    stripped = stripped.where(~(empty | placeholder))
     if column.kind == "text":
         return stripped.astype(object)
     numbers = pd.to_numeric(stripped, errors="coerce").astype("float64")
+    # N/A where a value is required is no number: reported with its row, as text would be.
+    missing = empty | (placeholder & (not column.value_required))
     bad = numbers.isna() & ~missing
     if column.kind == "int":
         bad |= numbers.notna() & (numbers != numbers.round())
@@ -200,7 +212,7 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
         kind = "an integer" if column.kind == "int" else "a number"
         raise ProfileError(
             path,
-            f"data row {row + 1} holds {stripped.iloc[row]!r}",
+            f"data row {row + 1} holds {text.iloc[row].strip()!r}",
             column=column.header,
             expected=kind,
         )
@@ -211,44 +223,13 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     return numbers
 
 
-def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
-    """``"32,3,224,224"`` (the CSV's tripled quotes, once parsed) → ``32,3,224,224``."""
-    return shapes.map(lambda v: v.strip('"') if isinstance(v, str) else v).astype(object)
+NOT_AVAILABLE = "N/A"
 
 
-# Level0 kernel names → operator type (kernel_details has Type = N/A at Level0). The rules, tried
-# in this order (first match wins):
-#   aclnn<Api>_<Impl>_<OpType>     → OpType        aclnnMm_MatMulCommon_MatMulV2 → MatMulV2
-#   hcom_<op>_<ids…>               → hcom_<op>_    hcom_allReduce__868_0_1 → hcom_allReduce_
-#   trans_<OpType>_<n>             → OpType        trans_TransData_0 → TransData
-#   atomic_memset…                 → MemSet        atomic_memset-1_69_2208226_1_0 → MemSet
-#   <Op><n>_<SubKernel>            → SubKernel     Conv2DBackpropFilter6_MemSet → MemSet
-#   <Op>V<d>[<n>]                  → <Op>V<d>      GatherV282 → GatherV2, MatMulV2 → MatMulV2
-#   <OpType><n> / <OpType>_<n>     → OpType        Conv2D1 → Conv2D, ReduceSum7 → ReduceSum
-#   anything else                  → the name itself
-# i.e. the instance number the graph engine appends is removed, and the ``V<d>`` version suffix
-# of an operator type is kept. Checked against the Level1 fixtures, where Name and Type are both
-# given: all 191 kernels of the msinsight Level1 profile (the Level0 profile's model) get their
-# Type back. A name cannot say whether trailing digits after a version suffix are part of it
-# (``MatMulV21``), nor a type the kernel name does not contain (``ReduceSum7`` is a
-# ``ReduceSumD``): Level0 operator types are a best effort.
-_ACLNN = re.compile(r"^aclnn[A-Za-z0-9]+_.+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
-_HCOM = re.compile(r"^(?P<op>hcom_[A-Za-z0-9]+_)")
-_TRANS = re.compile(r"^trans_(?P<op>[A-Za-z][A-Za-z0-9]*)_\d+$")
-_ATOMIC_MEMSET = re.compile(r"^atomic_(?P<op>memset)\b", re.IGNORECASE)
-_SUB_KERNEL = re.compile(r"^[A-Za-z][A-Za-z0-9]*?\d+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
-_VERSIONED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*V\d)_?\d*$")
-_INSTANCE = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9_]*?[A-Za-z])_?\d+$")
-_NAME_RULES = (_ACLNN, _HCOM, _TRANS, _ATOMIC_MEMSET, _SUB_KERNEL, _VERSIONED, _INSTANCE)
-
-
-def op_type_from_name(name: str) -> str:
-    """Operator type of a Level0 kernel from its name (see the rule table above)."""
-    for pattern in _NAME_RULES:
-        match = pattern.match(name)
-        if match:
-            return "MemSet" if pattern is _ATOMIC_MEMSET else match.group("op")
-    return name
+def known(cells: pd.Series) -> pd.Series:
+    """``cells`` with ``N/A`` (what Ascend tools write for an unknown name or type) as
+    missing: for falling back to another column of the row."""
+    return cells.where(cells.isna() | (cells.astype(str).str.strip().str.upper() != NOT_AVAILABLE))
 
 
 LEVEL0_NOTE = (
@@ -260,17 +241,18 @@ LEVEL0_NOTE = (
 def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Canonical task columns from a table read with :func:`task_columns`.
 
-    Fills what the source leaves out: ``name`` from ``op_type``/``core``, ``op_type`` from the
-    name (Level0, :func:`op_type_from_name`), ``core`` as ``N/A``; adds ``category``
-    (:func:`~perfgate.ingest.categories.ascend_category`); strips the quotes around shapes.
-    Keeps the helper columns ``device_id``, ``task_id``, ``stream`` when present, and leaves
-    ``rank`` to the caller. Returns the table and notes for the user.
+    Where the source says ``N/A`` (or nothing), falls back to what the row does say: ``name``
+    from ``op_type``/``core``, ``op_type`` from the name (Level0, :func:`op_type_from_name`),
+    ``core`` stays ``N/A``; adds ``category`` (:func:`~perfgate.ingest.categories.categorize`);
+    strips the quotes around shapes. Keeps the helper columns ``device_id``, ``task_id``,
+    ``stream`` when present, and leaves ``rank`` to the caller. Returns the table and notes for
+    the user.
     """
     notes: list[str] = []
     tasks = raw.copy()
-    core = tasks["core"].fillna("N/A").astype(object)
-    op_type = tasks["op_type"].astype(object)
-    name = tasks["name"].astype(object)
+    core = tasks["core"].fillna(NOT_AVAILABLE).astype(object)
+    op_type = known(tasks["op_type"]).astype(object)
+    name = known(tasks["name"]).astype(object)
     name = name.fillna(op_type).fillna(core)
     no_type = op_type.isna()
     if no_type.any():
@@ -290,17 +272,6 @@ def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return tasks, notes
 
 
-def categorize(core: pd.Series, name: pd.Series) -> pd.Series:
-    """:func:`ascend_category` per row, computed once per distinct (core, name) pair."""
-    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
-    distinct = pairs.drop_duplicates()
-    distinct = distinct.assign(
-        category=[ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])]
-    )
-    merged = pairs.merge(distinct, on=["core", "name"], how="left")
-    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
-
-
 def breakdown_columns() -> list[CsvColumn]:
     """The step-trace breakdown columns as :class:`CsvColumn` (µs floats)."""
     return [
@@ -318,8 +289,10 @@ def fill_missing_preparing(steps: pd.DataFrame, path: Path) -> list[str]:
 
 
 def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
-    """``op_statistic.csv`` / ``op_statistic_*.csv`` as columns ``rank, op_type, core, count,
-    total_us`` (one row per operator type and core; ``rank`` from ``Device_id`` unless given).
+    """``op_statistic.csv`` / ``op_statistic_*.csv`` as :data:`~perfgate.model.OP_STATISTIC_COLUMNS`
+    (one row per operator type and core; ``rank`` from ``Device_id`` unless given).
+
+    An ``OP Type`` of ``N/A`` (memcpy rows, Level0) becomes the row's ``Core Type``.
     """
     spec = [
         CsvColumn(canonical, header, kind, required, value_required=required)
@@ -335,8 +308,8 @@ def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "rank": ranks,
-            "op_type": raw["op_type"],
-            "core": raw["core"].fillna("N/A"),
+            "op_type": known(raw["op_type"]).fillna(known(raw["core"])).fillna(NOT_AVAILABLE),
+            "core": raw["core"],
             "count": raw["count"].astype("int64"),
             "total_us": raw["total_us"],
         },
@@ -344,26 +317,3 @@ def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
     )
     out["category"] = categorize(out["core"], out["op_type"])
     return out[list(OP_STATISTIC_COLUMNS)].astype({"rank": "int64"})
-
-
-def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate, skipping empty frames (so empty tables never decide dtypes)."""
-    kept = [f for f in frames if len(f) > 0]
-    if not kept:
-        return pd.DataFrame()
-    if len(kept) == 1:
-        return kept[0].reset_index(drop=True)
-    return pd.concat(kept, ignore_index=True)
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A small JSON file holding one object (``profiler_info*.json``)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProfileError(path, f"is not valid JSON ({exc})", expected="a JSON object") from exc
-    if not isinstance(data, dict):
-        raise ProfileError(path, "does not hold a JSON object", expected="a JSON object")
-    return data

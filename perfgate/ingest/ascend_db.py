@@ -1,48 +1,14 @@
 """Reader for the Ascend SQLite exports: msprof's unified ``msprof_*.db`` and torch_npu's
 ``ascend_pytorch_profiler_{rank}.db`` (``export_type=db``).
 
-Both share one schema: times are integer **nanoseconds** (epoch), and names, task types and
-shapes are integer ids into ``STRING_IDS``. Interval logic stays in integer ns; the canonical
-``start_us``/``end_us`` are µs since ``metadata["time_origin_us"]``, converted from the integers
-by one :class:`~perfgate.model.TimeBase` (see :mod:`perfgate.model`). What is read:
-
-* ``TASK`` — one row per device task (``startNs``, ``endNs``, ``deviceId``, ``taskType``,
-  ``globalTaskId``, ``streamId``, ``taskId``, ``connectionId``). ``TASK.taskType`` is the
-  runtime task type (``KERNEL_AIVEC``, ``KERNEL_AICORE``, ``MEMCPY_ASYNC``, ``EVENT_WAIT``,
-  ``SDMA``, ``Notify Wait`` …), not the accelerator core.
-* ``COMPUTE_TASK_INFO`` (by ``globalTaskId``) — the operator of a kernel task: ``name``,
-  ``opType``, ``taskType`` (here the accelerator core: ``AI_CORE``, ``AI_VECTOR_CORE``,
-  ``MIX_AIV``, ``DSA_SQE`` — what kernel_details.csv calls Accelerator Core), ``inputShapes``.
-* ``COMMUNICATION_OP`` — one row per collective (``opName``, ``opType``, ``startNs``,
-  ``endNs``, ``connectionId``); ``COMMUNICATION_TASK_INFO`` — its per-task HCCL rows.
-* ``STEP_TIME`` (torch_npu) — step windows; ``MSTX_EVENTS`` — user range marks.
-* ``RANK_DEVICE_MAP``, ``NPU_INFO``, ``META_DATA`` and the ``profiler_info*.json`` next to
-  the database — metadata.
-* The step breakdown: torch_npu's own ``analysis.db`` (table ``StepTraceTime``, µs) when it
-  lies next to the database, else ``OVERLAP_ANALYSIS`` — an auxiliary table that MindStudio
-  Insight adds to a database it opened (``type`` 0..3 = Computing, Communication,
-  Communication(Not Overlapped), Free: ``OVERLAP_TYPES`` in Ascend-msinsight
-  ``server/src/defs/CommonDefs.h``). On the torch_npu fixture, row for row, type 0 is the
-  merged TASK ⋈ COMPUTE_TASK_INFO intervals, 1 the merged COMMUNICATION_OP intervals, 2 those
-  minus type 0, 3 the gaps between them; per step its sums equal analysis.db's. Either
-  source is used only after its Computing and Communication totals are checked against the
-  tasks.
-
-Which TASK rows become tasks (so that no device time is counted twice):
-
-* Communication is taken at the operator level from ``COMMUNICATION_OP``, as msprof-analyze's
-  DB step-trace adapter and kernel_details.csv do (one ``hcom_*`` row per collective). The
-  per-task HCCL rows (``TASK`` rows listed in ``COMMUNICATION_TASK_INFO``: SDMA, Notify
-  Wait, Write Value …, 74 per allReduce in the torch_npu fixture) lie inside the op's window,
-  and one more TASK row shares the op's ``connectionId`` (an ``AI_CORE`` task spanning the
-  whole op); both are left out. When ``COMMUNICATION_OP`` has no rows, the per-task HCCL
-  rows are used instead (core ``HCCL``, op_type the HCCL task kind).
-* A MIX kernel appears twice in ``TASK``: a parent task without ``COMPUTE_TASK_INFO`` and,
-  with the same stream, task id and connection, the sub-task that carries the operator
-  (torch_npu fixture: 13 such pairs, the 13 MIX_AIV kernels of kernel_details.csv). The
-  parent is left out; its sub-task is the kernel.
-* Every other TASK row is a task: kernels with their operator, and the rest (MEMCPY_ASYNC,
-  EVENT_RECORD, …) named by their task type.
+Both share one schema: integer epoch **nanoseconds**, strings as ids into ``STRING_IDS``.
+Tasks come from ``TASK`` (with ``COMPUTE_TASK_INFO`` for the operator of a kernel and
+``COMMUNICATION_OP`` for collectives), steps from ``STEP_TIME`` or MSTX step ranges, the
+breakdown from torch_npu's ``analysis.db`` or Insight's ``OVERLAP_ANALYSIS`` once checked
+against the tasks. Which ``TASK`` rows become tasks, so that no device time is counted twice
+(MIX parents, per-task HCCL rows, repeated rows), and every table and column read:
+docs/formats.md §6. Interval logic stays in integer ns; the canonical times are µs since
+``metadata["time_origin_us"]`` (one :class:`~perfgate.model.TimeBase`).
 """
 
 from __future__ import annotations
@@ -61,15 +27,25 @@ import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.categories import ascend_category
+from perfgate.ingest import FormatReader
+from perfgate.ingest.assemble import Part, assemble
+from perfgate.ingest.categories import categorize
+from perfgate.ingest.common import strip_shape_quotes
 from perfgate.intervals import FloatArray, clip, merge
-from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile, TimeBase
+from perfgate.model import (
+    BREAKDOWN_COLUMNS,
+    NO_STEP_MARKS_NOTE,
+    NS_PER_US,
+    Category,
+    Profile,
+    TimeBase,
+    empty_steps,
+)
 
 MSPROF_DB_GLOB = "msprof_*.db"
 TORCH_NPU_DB_GLOB = "ascend_pytorch_profiler*.db"
 ASCEND_PROFILER_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-NS_PER_US = 1000.0
 
 # Text exports that the CSV readers take: a directory holding them is not ours.
 _TORCH_NPU_TEXT = ("kernel_details.csv", "step_trace_time.csv")
@@ -210,22 +186,20 @@ def read(path: Path) -> Profile:
             notes += breakdown_notes
         devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
         metadata, info_notes = _metadata(conn, schema, located, devices, ranks)
-        metadata["time_origin_us"] = clock.origin_us
         notes += info_notes
-    if tasks.empty and steps.empty:
-        raise ProfileError(
+    return assemble(
+        path,
+        located.source,
+        [Part(tasks=tasks, steps=steps)],
+        time_origin_us=clock.origin_us,
+        metadata=metadata,
+        notes=notes,
+        if_empty=ProfileError(
             db,
             "the export holds no device tasks and no steps",
             column="TASK",
             expected="rows in TASK (collect with task-time on) or STEP_TIME",
-        )
-    return Profile(
-        source=located.source,
-        path=str(path),
-        tasks=tasks,
-        steps=steps,
-        metadata=metadata,
-        notes=notes,
+        ),
     )
 
 
@@ -434,6 +408,12 @@ def _ns(values: pd.Series, db: Path, column: str) -> pd.Series:
     return numbers.astype("int64")
 
 
+def _id_text(values: pd.Series) -> pd.Series:
+    """Integer ids (stream, task id) as text, None where missing."""
+    ids = pd.to_numeric(values, errors="coerce").round().astype("Int64")
+    return ids.astype(str).astype(object).where(ids.notna(), None)
+
+
 def _text(values: pd.Series) -> pd.Series:
     """Strings with the export's placeholders (``NULL``, ``N/A``, empty) as missing."""
     out = values.astype(object)
@@ -465,8 +445,12 @@ def _build_tasks(
         info_keys = pd.MultiIndex.from_frame(raw.loc[has_info & keyed, key])
         parent = ~has_info & keyed & pd.MultiIndex.from_frame(raw[key]).isin(info_keys)
 
+    # A TASK row written twice (same device, stream, task id and times) is one task.
+    same_task = ["device_id", "stream_id", "task_id", "start_ns", "end_ns"]
+    repeated = raw[same_task].notna().all(axis=1) & raw.duplicated(subset=same_task)
+
     op_level_comm = len(comm_ops) > 0
-    drop = parent.copy()
+    drop = parent | repeated
     if op_level_comm:
         comm_connections = pd.to_numeric(comm_ops["connection_id"], errors="coerce").dropna()
         of_comm_op = ~has_info & raw["connection_id"].isin(comm_connections.to_numpy())
@@ -493,7 +477,7 @@ def _build_tasks(
     core = core.where(~has_info, _text(raw["compute_core"]).fillna(task_type))
     core = core.where(~comm_task_kept, "HCCL")
 
-    shapes = _text(raw["input_shapes"]).map(lambda v: v.strip('"') if isinstance(v, str) else v)
+    shapes = strip_shape_quotes(_text(raw["input_shapes"]))
     task_table = pd.DataFrame(
         {
             "device": device,
@@ -503,7 +487,8 @@ def _build_tasks(
             "start_ns": start_ns,
             "end_ns": end_ns,
             "input_shapes": shapes.where(has_info),
-            "stream": raw["stream_id"].map(lambda v: str(int(v)) if pd.notna(v) else None),
+            "stream": _id_text(raw["stream_id"]),
+            "task_id": _id_text(raw["task_id"]),
         }
     )[~drop.to_numpy()]
 
@@ -520,12 +505,13 @@ def _build_tasks(
             "name": tasks["name"].astype(object),
             "op_type": tasks["op_type"].astype(object),
             "core": tasks["core"].astype(object),
-            "category": _categorize(tasks["core"], tasks["name"]),
+            "category": categorize(tasks["core"], tasks["name"]),
             # Exact: the origin is subtracted, and the duration taken, in integer ns.
             "start_us": clock.from_ns(tasks["start_ns"].to_numpy(dtype=np.int64)),
             "dur_us": (tasks["end_ns"] - tasks["start_ns"]).to_numpy() / NS_PER_US,
             "input_shapes": tasks["input_shapes"].astype(object),
             "stream": tasks["stream"].astype(object),
+            "task_id": tasks["task_id"].astype(object),
         }
     )
     if raw["input_shapes"].isna().all():
@@ -580,19 +566,9 @@ def _comm_op_tasks(
             "end_ns": end_ns,
             "input_shapes": None,
             "stream": None,
+            "task_id": None,
         }
     )
-
-
-def _categorize(core: pd.Series, name: pd.Series) -> pd.Series:
-    """:func:`ascend_category` once per distinct (core, name) pair."""
-    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
-    distinct = pairs.drop_duplicates().copy()
-    distinct["category"] = [
-        ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])
-    ]
-    merged = pairs.merge(distinct, on=["core", "name"], how="left")
-    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
 
 
 # --------------------------------------------------------------------------- steps
@@ -620,7 +596,7 @@ def _read_steps(
     elif schema.rows(conn, "MSTX_EVENTS"):
         windows = _mstx_steps(conn, schema)
     if windows.empty:
-        return _empty_steps(), [NO_STEP_MARKS_NOTE]
+        return empty_steps(), [NO_STEP_MARKS_NOTE]
     start_ns = windows["start_ns"].to_numpy(dtype=np.int64)
     end_ns = windows["end_ns"].to_numpy(dtype=np.int64)
     start_us, end_us = clock.from_ns(start_ns), clock.from_ns(end_ns)
@@ -664,17 +640,6 @@ def _mstx_steps(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
         marks.groupby("step", as_index=False)
         .agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
         .sort_values("step")
-    )
-
-
-def _empty_steps() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": pd.Series(dtype="int64"),
-            "step": pd.Series(dtype="Int64"),
-            "start_us": pd.Series(dtype="float64"),
-            "end_us": pd.Series(dtype="float64"),
-        }
     )
 
 
@@ -915,3 +880,6 @@ def _profiler_info(located: _Located) -> tuple[dict[str, Any], list[str]]:
                 return {}, [f"{info_path} is unreadable ({e}): versions and level not recorded"]
             return (info if isinstance(info, dict) else {}), []
     return {}, []
+
+
+READER = FormatReader("ascend_db", detect, read)

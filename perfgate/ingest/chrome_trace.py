@@ -2,40 +2,19 @@
 
 Two sources share the Chrome trace event format and this module:
 
-* ``kineto`` — a torch.profiler trace (``export_chrome_trace``, ``tensorboard_trace_handler``:
-  ``*.pt.trace.json`` / ``*.pt.trace.json.gz``): a JSON object whose ``traceEvents`` array holds
-  the events, after a header with ``deviceProperties`` and ``distributedInfo``. A directory
-  holding several such traces is read as one profile, one rank per file.
+* ``kineto`` — a torch.profiler trace: a JSON object whose ``traceEvents`` array holds the
+  events (plain or gzip), or a directory of them, one rank per file. Tasks are the GPU events
+  (``kernel``, ``gpu_memcpy``, ``gpu_memset``) or, without any, the top-level ``cpu_op``
+  events (:func:`top_level_mask`); steps are the ``ProfilerStep#N`` marks.
 * ``ascend_timeline`` — torch_npu's ``trace_view.json`` or msprof's ``msprof_*.json``: a JSON
-  *array* of events whose ``ts`` is a string of epoch µs (``"1704161511420306.491"``).
-  Tracks are found by their ``process_name`` metadata, never by pid (msprof-formats.md §2.7).
+  *array* of events whose ``ts`` is a string of epoch µs. Tracks are found by their
+  ``process_name`` metadata, never by pid (docs/formats.md §7.2); each step gets the breakdown
+  torch_npu sums from the ``Overlap Analysis`` track (docs/formats.md §4.3).
 
-Events are streamed with ijson (gzip through :func:`gzip.open`) into columns; the file is never
-loaded whole. Times are kept as integer nanoseconds while reading (``ts`` strings and decimals
-are exact there) and become float64 µs in the canonical tables through the profile's
-:class:`~perfgate.model.TimeBase`: epoch µs (Ascend timelines, some Kineto traces) are stored as
-µs since ``metadata["time_origin_us"]``, the origin subtracted in integer ns (see
-:mod:`perfgate.model`); a trace clock below 1e15 µs keeps its values (origin 0).
-
-Kineto tables:
-
-* ``steps`` — one row per ``ProfilerStep#N`` complete event of category ``user_annotation``
-  (``cpu_op`` in older torch), per rank: ``step = N``, ``[ts, ts + dur)``. The device-side
-  copies (category ``gpu_user_annotation``) are not step marks.
-* ``tasks`` — with GPU events (categories ``kernel``, ``gpu_memcpy``, ``gpu_memset``): one row
-  per such event; ``op_type`` = the kernel name (on CUDA the name is the operator identity),
-  ``core`` = the event category, ``category`` from :func:`cuda_category`, ``direction`` for
-  copies, ``stream`` from ``args.stream``. Without GPU events: the top-level ``cpu_op`` events
-  (:func:`top_level_mask`), ``core = "cpu"``, ``category`` from :func:`cpu_category`,
-  ``input_shapes`` from ``args["Input Dims"]`` when recorded, and
-  ``metadata["task_basis"] = "cpu"``.
-* A task belongs to the step whose window contains its start; ``step`` is <NA> outside
-  every window.
-
-Ascend timeline tables: tasks are the complete events on ``Ascend Hardware`` tracks (``core`` =
-``args["Task Type"]``), steps the ``ProfilerStep#N`` events of the framework (``Python``)
-process, and each step gets the breakdown torch_npu writes to ``step_trace_time.csv``, summed
-from the ``Overlap Analysis`` track (msprof-formats.md §3.3).
+Both are recognised by content, whatever the files are called (docs/formats.md §3). Events
+are streamed with ijson into columns; the file is never loaded whole. Times are integer ns
+while reading and become float64 µs through the profile's :class:`~perfgate.model.TimeBase`.
+docs/formats.md §7 says which events and arguments become which columns.
 """
 
 from __future__ import annotations
@@ -56,16 +35,27 @@ import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.ascend_csv import categorize, op_type_from_name
+from perfgate.ingest import FormatReader
+from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import (
     ASCEND_COMM,
     ASCEND_COMPUTE,
     ASCEND_COPY,
+    categorize,
     cpu_category,
     cuda_category,
     cuda_copy_direction,
+    op_type_from_name,
 )
-from perfgate.model import CPU_OPS, DEVICE_TASKS, NO_STEP_MARKS_NOTE, Profile, TimeBase
+from perfgate.ingest.common import concat_frames
+from perfgate.model import (
+    CPU_OPS,
+    DEVICE_TASKS,
+    NS_PER_US,
+    Profile,
+    TimeBase,
+    empty_steps,
+)
 
 KINETO = "kineto"
 ASCEND_TIMELINE = "ascend_timeline"
@@ -76,6 +66,7 @@ _FOREIGN_DIR = re.compile(r"^(ASCEND_PROFILER_OUTPUT|PROF_.*|.*_ascend_pt)$")
 
 # How much of a file detect() looks at.
 _DETECT_BYTES = 8192
+_GZIP_MAGIC = b"\x1f\x8b"
 # Keys Kineto writes in a trace's header (before the events): one of them marks a trace even
 # when a big header pushes "traceEvents" past the first few KB.
 _KINETO_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
@@ -102,7 +93,6 @@ _FIRST_WORK_EVENTS = frozenset({"Computing", "Communication"})
 # Top-level header keys that may carry the torch version (Kineto itself writes none).
 _TORCH_VERSION_KEYS = ("pytorch_version", "torch_version")
 
-_NS_PER_US = 1000
 _TRACE_EXPECTED = (
     "a torch.profiler trace (a JSON object with a 'traceEvents' array) or an Ascend "
     "timeline (a JSON array of trace events)"
@@ -117,30 +107,51 @@ _TRACE_EXPECTED = (
 def detect(path: Path) -> bool:
     """Whether ``path`` is a Chrome trace file, or a directory of torch.profiler traces.
 
-    A file must be named ``*.json`` / ``*.json.gz`` and start (after white space) with ``{``
-    and a Kineto header key, or with ``[`` and an event object. A directory must hold
-    ``*.pt.trace.json[.gz]`` files and no torch_npu / msprof output (other readers take those).
-    At most :data:`_DETECT_BYTES` of one file are read.
+    Recognised by content, whatever the names: a file (plain or gzip) that starts, after white
+    space, with ``{`` and a Kineto header key, or with ``[`` and an event object. A directory
+    must hold such a Kineto trace (or a ``*.pt.trace.json[.gz]`` file) and no torch_npu /
+    msprof output (other readers take those). At most :data:`_DETECT_BYTES` of a file are read.
     """
     path = Path(path)
-    try:
-        if path.is_dir():
-            children = list(path.iterdir())
-            if any(c.is_dir() and _FOREIGN_DIR.match(c.name) for c in children):
-                return False
-            return any(c.is_file() and c.name.endswith(KINETO_SUFFIXES) for c in children)
-        if not (path.is_file() and path.name.endswith((".json", ".json.gz"))):
+    if path.is_dir():
+        try:
+            children = sorted(path.iterdir())
+        except OSError:
             return False
+        if any(c.is_dir() and _FOREIGN_DIR.match(c.name) for c in children):
+            return False
+        return bool(_kineto_files(children))
+    return _sniff(path) is not None
+
+
+def _sniff(path: Path) -> Literal["object", "array"] | None:
+    """``object`` for a file that starts like a Kineto trace, ``array`` for one that starts like
+    an array of trace events (an Ascend timeline), else None; reads :data:`_DETECT_BYTES`."""
+    try:
+        if not path.is_file():
+            return None
         with _open(path) as handle:
             head = handle.read(_DETECT_BYTES)
     except (OSError, EOFError, zlib.error):
-        return False
+        return None
     head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"{"):
-        return any(key in head for key in _KINETO_HEADER_KEYS)
-    if head.startswith(b"["):
-        return head[1:].lstrip().startswith(b"{") and b'"ph"' in head
-    return False
+    if head.startswith(b"{") and any(key in head for key in _KINETO_HEADER_KEYS):
+        return "object"
+    if head.startswith(b"[") and head[1:].lstrip().startswith(b"{") and b'"ph"' in head:
+        return "array"
+    return None
+
+
+def _kineto_files(children: Iterable[Path]) -> list[Path]:
+    """The torch.profiler traces among a directory's entries: named ``*.pt.trace.json[.gz]``
+    (a damaged one is then reported, not skipped) or starting like one."""
+    return [
+        c
+        for c in children
+        if not c.name.startswith(".")
+        and c.is_file()
+        and (c.name.endswith(KINETO_SUFFIXES) or _sniff(c) == "object")
+    ]
 
 
 def read(path: Path, *, clock: TimeBase | None = None) -> Profile:
@@ -255,7 +266,7 @@ class _Trace:
     """The complete (``ph: X``) events of one trace as columns, plus its metadata.
 
     ``events`` columns: ``cat``, ``name``, ``pid``, ``tid`` (str), ``ts_ns`` (int64, exact),
-    ``stream``, ``task_type``, ``input_shapes`` (object, None when absent), ``dur_us``
+    ``stream``, ``task_id``, ``task_type``, ``input_shapes`` (object, None when absent), ``dur_us``
     (float64, as written) and ``dur_ns`` (int64, rounded, for interval logic).
     """
 
@@ -274,12 +285,15 @@ class _Trace:
 
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rb") as handle:
-            yield cast(IO[bytes], handle)
-    else:
-        with path.open("rb") as handle:
-            yield handle
+    """The file's bytes, gunzipped when it is gzip (by its magic bytes, not its name)."""
+    with path.open("rb") as raw:
+        gzipped = raw.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
+        raw.seek(0)
+        if gzipped:
+            with gzip.open(raw, "rb") as handle:
+                yield cast(IO[bytes], handle)
+        else:
+            yield raw
 
 
 @contextmanager
@@ -367,6 +381,7 @@ class _EventColumns:
         self.ts_ns: list[int] = []
         self.dur_us: list[float] = []
         self.stream: list[str | None] = []
+        self.task_id: list[str | None] = []
         self.task_type: list[str | None] = []
         self.input_shapes: list[str | None] = []
         self.process_names: dict[str, str] = {}
@@ -406,6 +421,8 @@ class _EventColumns:
         self.dur_us.append(self._us(event, "dur"))
         stream = args.get("stream", args.get("Stream Id", args.get("Physic Stream Id")))
         self.stream.append(None if stream is None else self._intern(stream))
+        task_id = args.get("Task Id")
+        self.task_id.append(None if task_id is None else self._intern(task_id))
         task_type = args.get("Task Type")
         self.task_type.append(None if task_type is None else self._intern(task_type))
         dims = args.get("Input Dims")
@@ -424,7 +441,7 @@ class _EventColumns:
     def _ns(self, event: dict[str, Any], key: str) -> int:
         """A time stamp (µs: int, decimal or a string of a decimal) as integer ns, exactly."""
         number = self._decimal(event, key)
-        return int((number * _NS_PER_US).to_integral_value(rounding=ROUND_HALF_EVEN))
+        return int((number * NS_PER_US).to_integral_value(rounding=ROUND_HALF_EVEN))
 
     def _us(self, event: dict[str, Any], key: str) -> float:
         """A duration in µs as float64 (Ascend writes sub-ns digits, e.g. ``1.2695``)."""
@@ -456,10 +473,11 @@ class _EventColumns:
                 "ts_ns": pd.Series(self.ts_ns, dtype="int64"),
                 "dur_us": pd.Series(self.dur_us, dtype="float64"),
                 # Interval logic (nesting, step windows) runs on integer ns.
-                "dur_ns": np.rint(np.asarray(self.dur_us, dtype="float64") * _NS_PER_US).astype(
+                "dur_ns": np.rint(np.asarray(self.dur_us, dtype="float64") * NS_PER_US).astype(
                     "int64"
                 ),
                 "stream": pd.Series(self.stream, dtype=object),
+                "task_id": pd.Series(self.task_id, dtype=object),
                 "task_type": pd.Series(self.task_type, dtype=object),
                 "input_shapes": pd.Series(self.input_shapes, dtype=object),
             }
@@ -522,27 +540,18 @@ def _steps_table(rank: int, windows: pd.DataFrame, clock: TimeBase) -> pd.DataFr
     )
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    kept = [f for f in frames if len(f) > 0]
-    if not kept:
-        return frames[0] if frames else pd.DataFrame()
-    return pd.concat(kept, ignore_index=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Kineto
 # ---------------------------------------------------------------------------------------------
 
 
 def _read_kineto_dir(directory: Path, clock: TimeBase) -> Profile:
-    files = sorted(
-        p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES)
-    )
+    files = _kineto_files(sorted(directory.iterdir()))
     if not files:
         raise ProfileError(
             directory,
             "holds no torch.profiler trace",
-            expected="*.pt.trace.json or *.pt.trace.json.gz files",
+            expected="torch.profiler traces (JSON objects with 'traceEvents', plain or gzip)",
         )
 
     def traces() -> Iterator[tuple[Path, _Trace]]:
@@ -562,8 +571,7 @@ def _read_kineto_dir(directory: Path, clock: TimeBase) -> Profile:
 
 def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: TimeBase) -> Profile:
     """One rank per trace: ``distributedInfo.rank``, else the trace's place in file order."""
-    tasks: list[pd.DataFrame] = []
-    steps: list[pd.DataFrame] = []
+    parts: list[Part] = []
     devices: list[str] = []
     notes: list[str] = []
     cpu_basis: list[bool] = []
@@ -608,8 +616,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
                 f"{file.name}: {outside} of {len(rank_tasks)} {kind} start outside every "
                 "ProfilerStep window (step left empty)"
             )
-        tasks.append(rank_tasks)
-        steps.append(_steps_table(rank, windows, clock))
+        parts.append(Part(tasks=rank_tasks, steps=_steps_table(rank, windows, clock)))
         versions |= {str(trace.header[k]) for k in _TORCH_VERSION_KEYS if k in trace.header}
     if len(set(cpu_basis)) > 1:
         raise ProfileError(
@@ -617,26 +624,17 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
             "mixes GPU traces and CPU-only traces",
             expected="traces of one run, all with or all without GPU activity",
         )
-    all_steps = _concat(steps)
-    if all_steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
     metadata: dict[str, Any] = {
         "ranks": sorted(owner),
         "task_basis": CPU_OPS if cpu_basis[0] else DEVICE_TASKS,
-        "time_origin_us": clock.origin_us,
     }
     device = "cpu" if cpu_basis[0] else ", ".join(dict.fromkeys(devices))
     if device:  # a GPU trace without deviceProperties does not say which GPU
         metadata["device"] = device
     if versions:
         metadata["torch_version"] = ", ".join(sorted(versions))
-    return Profile(
-        source=KINETO,
-        path=str(path),
-        tasks=_concat(tasks),
-        steps=all_steps,
-        metadata=metadata,
-        notes=notes,
+    return assemble(
+        path, KINETO, parts, time_origin_us=clock.origin_us, metadata=metadata, notes=notes
     )
 
 
@@ -737,29 +735,26 @@ def _ascend_profile(path: Path, trace: _Trace, clock: TimeBase) -> Profile:
     ranks = sorted(set(rank_of.values())) or [0]
     tasks = _ascend_tasks(device_events, windows, rank_of, clock)
     overlap = events.loc[events["pid"].isin(trace.pids_named(OVERLAP_ANALYSIS))]
-    steps = _concat(
+    steps = concat_frames(
         [
             _ascend_steps(rank, windows, overlap, rank_of, clock, has_overlap=bool(len(overlap)))
             for rank in ranks
-        ]
+        ],
+        empty_steps(),
     )
-    notes = [] if not windows.empty else [NO_STEP_MARKS_NOTE]
+    notes = []
     outside = int(tasks["step"].isna().sum()) if not windows.empty else 0
     if outside:
         notes.append(
             f"{outside} of {len(tasks)} device tasks start outside every ProfilerStep window "
             "(step left empty)"
         )
-    return Profile(
-        source=ASCEND_TIMELINE,
-        path=str(path),
-        tasks=tasks,
-        steps=steps,
-        metadata={
-            "ranks": ranks,
-            "task_basis": DEVICE_TASKS,
-            "time_origin_us": clock.origin_us,
-        },
+    return assemble(
+        path,
+        ASCEND_TIMELINE,
+        [Part(tasks=tasks, steps=steps)],
+        time_origin_us=clock.origin_us,
+        metadata={"ranks": ranks, "task_basis": DEVICE_TASKS},
         notes=notes,
     )
 
@@ -815,6 +810,7 @@ def _ascend_tasks(
             "start_us": clock.from_ns(starts),
             "dur_us": device_events["dur_us"].to_numpy(),
             "stream": device_events["stream"].fillna(device_events["tid"]).to_numpy(),
+            "task_id": device_events["task_id"].to_numpy(),
         }
     )
 
@@ -845,6 +841,9 @@ def _ascend_steps(
         steps[column] = steps["step"].map(sums).fillna(0.0).astype("float64")
     first_work = mine.loc[mine["name"].isin(_FIRST_WORK_EVENTS)].groupby("step")["ts_ns"].min()
     starts = pd.Series(windows["start_ns"].to_numpy(), index=windows["step"].to_numpy())
-    preparing = (first_work - starts.reindex(first_work.index)).clip(lower=0) / _NS_PER_US
+    preparing = (first_work - starts.reindex(first_work.index)).clip(lower=0) / NS_PER_US
     steps["preparing_us"] = steps["step"].map(preparing).astype("float64")
     return steps
+
+
+READER = FormatReader("chrome_trace", detect, read)

@@ -7,50 +7,54 @@ directories (one per process), or a lone ``op_summary_*.csv``.
 What comes from where:
 
 - tasks ← ``op_summary_*.csv`` (:data:`~perfgate.ingest.ascend_csv.TASK_COLUMN_MAP`, ``rank`` =
-  ``Device_id``), plus the tasks only ``task_time_*.csv`` lists (events, copies, …);
+  ``Device_id``), plus the tasks only ``task_time_*.csv`` lists (events, copies, …; a task in
+  both files is counted once: :func:`~perfgate.ingest.common.tasks_not_in`);
 - steps ← ``step_trace_*.csv`` (``Iteration ID``; window = ``Iteration End − Iteration Time`` to
   ``Iteration End``) when present, else none (one window);
-- ``metadata["op_statistic"]`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
+- ``op_statistic`` ← ``op_statistic_*.csv`` (``rank, op_type, core, count, total_us``).
 
 Time stamps (``Task Start Time(us)``, ``task_start(us)``, ``Iteration End(us)``) are read exactly
 by one :class:`~perfgate.model.TimeBase` for the whole profile: epoch µs become µs since
 ``metadata["time_origin_us"]`` (see :mod:`perfgate.model`).
 
-File names follow msprof's grammar (msprof-formats.md §1.3)
+File names follow msprof's grammar
 ``{type}[_{device}[_{model}][_{iteration}]][_slice_{n}]_{YYYYmmddHHMMSS}.csv``: slices of one
-export are merged, and when a folder holds several exports only the newest is read.
+export are merged, and when a folder holds several exports only the newest is read
+(docs/formats.md §5 describes the files and columns).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
+from perfgate.ingest import FormatReader
 from perfgate.ingest.ascend_csv import (
     OP_SUMMARY,
     CsvColumn,
     ascend_tasks,
-    concat_frames,
+    known,
     read_csv_columns,
     read_op_statistic,
     task_columns,
 )
+from perfgate.ingest.assemble import Part, assemble
+from perfgate.ingest.common import (
+    canonical_task_columns,
+    concat_frames,
+    read_auxiliary,
+    tasks_not_in,
+)
 from perfgate.model import (
-    NO_STEP_MARKS_NOTE,
-    OPTIONAL_TASK_COLUMNS,
     STEP_COLUMNS,
-    TASK_COLUMNS,
     Profile,
     TimeBase,
     empty_steps,
-    empty_tasks,
 )
 
 SOURCE = "msprof"
@@ -72,8 +76,8 @@ PROFILER_CONTROL_TASKS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE"})
 
 TASK_TIME_COLUMNS = (
     CsvColumn("device_id", "Device_id", "int", header_required=False),
-    CsvColumn("name", "kernel_name", "text"),
-    CsvColumn("core", "kernel_type", "text"),
+    CsvColumn("name", "kernel_name", "name"),
+    CsvColumn("core", "kernel_type", "name"),
     CsvColumn("stream", "stream_id", "text"),
     CsvColumn("task_id", "task_id", "text"),
     CsvColumn("dur_us", "task_time(us)", "float", value_required=True),
@@ -217,18 +221,6 @@ def _dirs(path: Path) -> list[Path]:
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass
-class _Part:
-    tasks: list[pd.DataFrame] = field(default_factory=list)
-    steps: list[pd.DataFrame] = field(default_factory=list)
-    op_statistic: list[pd.DataFrame] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
-    task_time_read: bool = False
-    # One time origin for every file of the profile.
-    clock: TimeBase = field(default_factory=TimeBase)
-
-
 def read(path: Path) -> Profile:
     """Read an msprof text export into the canonical tables.
 
@@ -237,15 +229,16 @@ def read(path: Path) -> Profile:
             nothing could be read.
     """
     path = Path(path)
-    part = _Part()
+    clock = TimeBase()  # one time origin for every file of the profile
     if path.is_file():
         export = parse_export_name(path)
         if export is None or export.kind != "op_summary":
             raise ProfileError(
                 path, "not an msprof summary CSV", expected="op_summary_<YYYYmmddHHMMSS>.csv"
             )
-        part.tasks.append(_read_op_summary(export, None, part.clock))
-        part.notes.append(f"read {path.name} alone: tasks only in task_time_*.csv are not shown")
+        tasks = canonical_task_columns(_read_op_summary(export, None, clock))
+        note = f"read {path.name} alone: tasks only in task_time_*.csv are not shown"
+        parts, task_time_read = [Part(tasks=tasks, notes=[note])], False
     else:
         folders = _export_folders(path) if path.is_dir() else []
         readable = [(f, d) for f, d in folders if _has_task_files(f)]
@@ -257,32 +250,25 @@ def read(path: Path) -> Profile:
                 expected="an msprof text export (PROF_*/mindstudio_profiler_output/ "
                 "or PROF_*/device_N/summary/)",
             )
-        for folder, device in readable:
-            _read_folder(folder, device, part)
-    tasks = concat_frames(part.tasks)
-    steps = concat_frames(part.steps)
-    tasks = tasks if not tasks.empty else empty_tasks()
-    steps = steps if not steps.empty else empty_steps()
-    if tasks.empty and steps.empty:
-        raise ProfileError(path, "holds no device tasks and no steps", expected="op_summary rows")
-    notes = part.notes
-    if steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
-    metadata: dict[str, Any] = {
-        "export_type": "text",
-        "ranks": sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])}),
-        "copy_visible": part.task_time_read,
-        "time_origin_us": part.clock.origin_us,
-    }
-    if part.op_statistic:
-        metadata["op_statistic"] = pd.concat(part.op_statistic, ignore_index=True)
-    return Profile(
-        source=SOURCE, path=str(path), tasks=tasks, steps=steps, metadata=metadata, notes=notes
+        read_folders = [_read_folder(folder, device, clock) for folder, device in readable]
+        parts = [part for part, _ in read_folders]
+        # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
+        task_time_read = any(seen for _, seen in read_folders)
+    return assemble(
+        path,
+        SOURCE,
+        parts,
+        time_origin_us=clock.origin_us,
+        metadata={"export_type": "text", "copy_visible": task_time_read},
+        if_empty=ProfileError(
+            path, "holds no device tasks and no steps", expected="op_summary rows"
+        ),
     )
 
 
-def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
-    """Read the newest export in one summary folder into ``part``."""
+def _read_folder(folder: Path, device: int | None, clock: TimeBase) -> tuple[Part, bool]:
+    """The newest export in one summary folder, and whether it has task_time files."""
+    part = Part()
     by_group: dict[tuple[str, str], list[ExportFile]] = {}
     for p in _files(folder):
         export = parse_export_name(p)
@@ -297,24 +283,41 @@ def _read_folder(folder: Path, device: int | None, part: _Part) -> None:
                 f"{folder}: {len(older)} older {kind} export file(s) ignored "
                 f"({', '.join(f.path.name for f in older)}); read the export of {newest[0].stamp}"
             )
-    op_summary = [_read_op_summary(f, device, part.clock) for f in chosen.get("op_summary", [])]
-    task_time = [_read_task_time(f, device, part.clock) for f in chosen.get("task_time", [])]
-    part.task_time_read = part.task_time_read or bool(task_time)
+    op_summary = [_read_op_summary(f, device, clock) for f in chosen.get("op_summary", [])]
+    task_time = [_read_task_time(f, device, clock) for f in chosen.get("task_time", [])]
     ops = concat_frames(op_summary)
     if task_time:
-        extra = _only_in_task_time(concat_frames(task_time), ops)
-        part.tasks.append(_canonical_task_columns(concat_frames([ops, extra])))
+        extra = tasks_not_in(concat_frames(task_time), ops)
+        part.tasks = canonical_task_columns(concat_frames([ops, extra]))
     else:
-        part.tasks.append(_canonical_task_columns(ops))
+        part.tasks = canonical_task_columns(ops)
         part.notes.append(f"{folder}: no task_time_*.csv; non-operator tasks are not shown")
     if not op_summary:
         part.notes.append(f"{folder}: no op_summary_*.csv; tasks from task_time_*.csv only")
+    steps = []
     for f in chosen.get("step_trace", []):
-        steps, notes = _read_step_trace(f, device, part.clock)
-        part.steps.append(steps)
+        rows, notes = _read_step_trace(f, device, clock)
+        steps.append(rows)
         part.notes.extend(notes)
-    for f in chosen.get("op_statistic", []):
-        part.op_statistic.append(read_op_statistic(f.path, _file_rank(f, device)))
+    part.steps = concat_frames(steps, empty_steps())
+    statistics = [
+        table
+        for f in chosen.get("op_statistic", [])
+        if (table := _read_op_statistic(f, device, part.notes)) is not None
+    ]
+    part.op_statistic = concat_frames(statistics) if statistics else None
+    return part, bool(task_time)
+
+
+def _read_op_statistic(
+    export: ExportFile, device: int | None, notes: list[str]
+) -> pd.DataFrame | None:
+    return read_auxiliary(
+        lambda p: read_op_statistic(p, _file_rank(export, device)),
+        export.path,
+        notes,
+        "the profiler's per-operator totals are not used",
+    )
 
 
 def _file_rank(export: ExportFile, device: int | None) -> int | None:
@@ -346,50 +349,10 @@ def _read_task_time(export: ExportFile, device: int | None, clock: TimeBase) -> 
     )
     raw = raw[~raw["core"].isin(PROFILER_CONTROL_TASKS)]
     # Non-operator tasks have kernel_name N/A: their type is their name.
-    raw = raw.assign(op_type=raw["name"].fillna(raw["core"]))
+    raw = raw.assign(op_type=known(raw["name"]).fillna(raw["core"]))
     tasks, _ = ascend_tasks(raw)
     tasks["rank"] = _rank_column(raw, _file_rank(export, device))
     return tasks
-
-
-def _only_in_task_time(task_time: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
-    """The task_time rows that op_summary does not already list.
-
-    A task_time row is the same task as an op_summary row when both are on the same rank,
-    their intervals overlap, and they share (stream id, task id) — the runtime reuses a task id
-    on a stream only after the earlier task finished, so two different tasks with the same ids
-    never overlap in time. op_summary writes stream/task id ``N/A`` for communication ops; for
-    those, the same name with an overlapping interval identifies the task. (Start times differ
-    by a few µs between the two files, so exact start matching would miss.)
-    """
-    if task_time.empty or ops.empty:
-        return task_time
-    candidates = task_time.reset_index(drop=True).assign(_row=lambda t: np.arange(len(t)))
-    duplicate = np.zeros(len(candidates), dtype=bool)
-    for keys in (["rank", "stream", "task_id"], ["rank", "name"]):
-        if any(k not in candidates.columns or k not in ops.columns for k in keys):
-            continue
-        left = candidates.dropna(subset=keys)
-        right = ops.dropna(subset=keys)
-        if keys[-1] == "name":
-            right = right[right["stream"].isna()] if "stream" in right.columns else right
-        if left.empty or right.empty:
-            continue
-        pairs = left[[*keys, "_row", "start_us", "dur_us"]].merge(
-            right[[*keys, "start_us", "dur_us"]], on=keys, suffixes=("", "_op")
-        )
-        overlap = (pairs["start_us"] <= pairs["start_us_op"] + pairs["dur_us_op"]) & (
-            pairs["start_us_op"] <= pairs["start_us"] + pairs["dur_us"]
-        )
-        duplicate[pairs.loc[overlap, "_row"].to_numpy()] = True
-    return candidates.loc[~duplicate].drop(columns="_row")
-
-
-def _canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
-    if tasks.empty:
-        return empty_tasks()
-    keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
-    return tasks[keep]
 
 
 def _read_step_trace(
@@ -415,3 +378,6 @@ def _read_step_trace(
         )
     raw["start_us"] = raw["end_us"] - raw["iteration_us"]
     return raw[list(STEP_COLUMNS)], notes
+
+
+READER = FormatReader("msprof", detect, read)

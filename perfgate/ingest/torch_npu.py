@@ -15,7 +15,7 @@ What comes from where:
 - steps ← ``step_trace_time.csv`` (breakdown columns, no window), with windows
   (``start_us``/``end_us``) from the ``ProfilerStep#N`` events of ``trace_view.json`` when present
   (parsed by :func:`perfgate.ingest.chrome_trace.profiler_step_windows`);
-- metadata ← ``profiler_info[_{rank}].json``; ``metadata["op_statistic"]`` ← ``op_statistic.csv``
+- metadata ← ``profiler_info[_{rank}].json``; ``op_statistic`` ← ``op_statistic.csv``
   (columns ``rank, op_type, core, count, total_us``);
 - rank ← ``rank_id`` of ``profiler_info*.json``, else the ``{rank}`` in its file name, else the
   ``Device_id`` column, else 0.
@@ -24,44 +24,45 @@ Times: kernel_details.csv and trace_view.json share one :class:`~perfgate.model.
 epoch µs are µs since ``metadata["time_origin_us"]`` in every table (see :mod:`perfgate.model`).
 
 A directory exported with ``export_type=db`` (only ``.db`` files) is not detected here: the
-SQLite reader takes it.
+SQLite reader takes it. docs/formats.md §4 describes the files, columns and quirks.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest import chrome_trace
+from perfgate.ingest import FormatReader, chrome_trace
 from perfgate.ingest.ascend_csv import (
     KERNEL_DETAILS,
     CsvColumn,
     ascend_tasks,
     breakdown_columns,
-    concat_frames,
     fill_missing_preparing,
     read_csv_columns,
     read_header,
-    read_json_object,
     read_op_statistic,
     task_columns,
 )
+from perfgate.ingest.assemble import Part, assemble
+from perfgate.ingest.common import (
+    canonical_task_columns,
+    concat_frames,
+    read_auxiliary,
+    read_json_object,
+    tasks_not_in,
+)
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
-    NO_STEP_MARKS_NOTE,
-    OPTIONAL_TASK_COLUMNS,
     STEP_COLUMNS,
-    TASK_COLUMNS,
     Category,
     Profile,
     TimeBase,
-    empty_steps,
-    empty_tasks,
 )
 
 SOURCE = "torch_npu"
@@ -220,23 +221,25 @@ def read(path: Path) -> Profile:
 
 
 @dataclass
-class _RankData:
-    """What one ``*_ascend_pt`` directory (or one lone file) contributes."""
+class _RankData(Part):
+    """What one ``*_ascend_pt`` directory (or one lone file) contributes, and where."""
 
-    tasks: pd.DataFrame = field(default_factory=empty_tasks)
-    steps: pd.DataFrame = field(default_factory=empty_steps)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
     rank: int | None = None
     where: Path | None = None
-    op_statistic: pd.DataFrame | None = None
 
 
 def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
+    notes: list[str] = []
     info_path = _profiler_info_path(rank_dir)
-    info = read_json_object(info_path) if info_path is not None else {}
+    info = (
+        read_auxiliary(
+            read_json_object, info_path, notes, "versions, profiler level and rank_id not recorded"
+        )
+        if info_path is not None
+        else None
+    ) or {}
     rank = _rank_from_info(info, info_path)
-    data = _RankData(metadata=_metadata(info), rank=rank, where=rank_dir)
+    data = _RankData(metadata=_metadata(info), notes=notes, rank=rank, where=rank_dir)
     kernel_details = output / KERNEL_DETAILS_CSV
     step_trace = output / STEP_TRACE_CSV
     op_statistic = output / OP_STATISTIC_CSV
@@ -269,6 +272,8 @@ def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
     if trace_view.is_file():
         data.steps, copies = _from_trace_view(trace_view, data.steps, rank, clock)
         if not data.tasks.empty and not copies.empty:
+            # Newer kernel_details.csv list the memcpy tasks too: each task once.
+            copies = tasks_not_in(copies, data.tasks, one_rank=True)
             data.tasks = concat_frames([data.tasks, copies])
         data.metadata["copy_visible"] = True
     else:
@@ -282,28 +287,23 @@ def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
             data.tasks["rank"] = rank
             data.steps["rank"] = rank
     if op_statistic.is_file():
-        data.op_statistic = read_op_statistic(op_statistic, rank)
+        data.op_statistic = read_auxiliary(
+            lambda p: read_op_statistic(p, rank),
+            op_statistic,
+            data.notes,
+            "the profiler's per-operator totals are not used",
+        )
     return data
 
 
 def _profile(path: Path, ranks: list[_RankData], clock: TimeBase) -> Profile:
     """Merge the per-rank data into one Profile (ranks resolved, duplicates refused)."""
     _resolve_ranks(ranks)
-    notes: list[str] = []
     for data in ranks:
         data.tasks, data.steps = _one_window_tasks(data.tasks, data.steps)
-        for note in data.notes:
-            if note not in notes:
-                notes.append(note)
-    metadata = _merge_metadata([d.metadata for d in ranks], notes)
-    tasks = _concat_tasks([d.tasks for d in ranks])
-    steps = _concat_steps([d.steps for d in ranks])
-    metadata["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
-    statistics = [d.op_statistic for d in ranks if d.op_statistic is not None]
-    if statistics:
-        metadata["op_statistic"] = pd.concat(statistics, ignore_index=True)
-    metadata["time_origin_us"] = clock.origin_us
-    return _finish(path, SOURCE, tasks, steps, metadata, notes)
+    return assemble(
+        path, SOURCE, ranks, time_origin_us=clock.origin_us, if_empty=_nothing_read(path)
+    )
 
 
 def _lone_file_profile(path: Path, data: _RankData, clock: TimeBase) -> Profile:
@@ -311,24 +311,11 @@ def _lone_file_profile(path: Path, data: _RankData, clock: TimeBase) -> Profile:
     return _profile(path, [data], clock)
 
 
-def _finish(
-    path: Path,
-    source: str,
-    tasks: pd.DataFrame,
-    steps: pd.DataFrame,
-    metadata: dict[str, Any],
-    notes: list[str],
-) -> Profile:
-    if tasks.empty and steps.empty:
-        raise ProfileError(
-            path,
-            "holds no device tasks and no steps",
-            expected=f"rows in {KERNEL_DETAILS_CSV} or {STEP_TRACE_CSV}",
-        )
-    if steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
-    return Profile(
-        source=source, path=str(path), tasks=tasks, steps=steps, metadata=metadata, notes=notes
+def _nothing_read(path: Path) -> ProfileError:
+    return ProfileError(
+        path,
+        "holds no device tasks and no steps",
+        expected=f"rows in {KERNEL_DETAILS_CSV} or {STEP_TRACE_CSV}",
     )
 
 
@@ -345,8 +332,7 @@ def _read_kernel_details(
     )
     tasks, notes = ascend_tasks(raw)
     _set_rank(tasks, rank)
-    keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
-    return tasks[keep], notes
+    return canonical_task_columns(tasks), notes
 
 
 def _set_rank(frame: pd.DataFrame, rank: int | None) -> None:
@@ -403,7 +389,7 @@ def _read_cluster_step_trace(path: Path) -> Profile:
     column-wise maxima over ranks (msprof-analyze ``get_max_data_row``) and are skipped."""
     columns = [
         CsvColumn("step", "Step", "int"),
-        CsvColumn("type", "Type", "text", value_required=True),
+        CsvColumn("type", "Type", "name", value_required=True),
         CsvColumn("index", "Index", "text", value_required=True),
         *breakdown_columns(),
     ]
@@ -426,11 +412,8 @@ def _read_cluster_step_trace(path: Path) -> Profile:
     ranks["end_us"] = float("nan")
     steps = ranks[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS]].reset_index(drop=True)
     notes.append(f"{path.name} has steps only: no per-task or per-operator data")
-    metadata: dict[str, Any] = {
-        "ranks": sorted(int(r) for r in steps["rank"].unique()),
-        "time_origin_us": 0,  # no time stamps
-    }
-    return _finish(path, CLUSTER_SOURCE, empty_tasks(), steps, metadata, notes)
+    # No time stamps: origin 0.
+    return assemble(path, CLUSTER_SOURCE, [Part(steps=steps, notes=notes)], time_origin_us=0)
 
 
 def _from_trace_view(
@@ -502,7 +485,7 @@ def _rank_from_info(info: dict[str, Any], info_path: Path | None) -> int | None:
 
 
 def _metadata(info: dict[str, Any]) -> dict[str, Any]:
-    """The profiler_info*.json fields perfgate records (msprof-formats.md §3.7)."""
+    """The profiler_info*.json fields perfgate records (docs/formats.md §4.6)."""
     config = info.get("config")
     experimental = config.get("experimental_config") if isinstance(config, dict) else None
     if not isinstance(experimental, dict):
@@ -547,24 +530,4 @@ def _resolve_ranks(ranks: list[_RankData]) -> None:
         seen[data.rank] = data.where
 
 
-def _merge_metadata(all_metadata: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for metadata in all_metadata:
-        for key, value in metadata.items():
-            if key not in merged:
-                merged[key] = value
-            elif merged[key] != value:
-                note = f"ranks disagree on {key}: {merged[key]!r} vs {value!r}"
-                if note not in notes:
-                    notes.append(note)
-    return merged
-
-
-def _concat_tasks(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    tasks = concat_frames(frames)
-    return tasks if not tasks.empty else empty_tasks()
-
-
-def _concat_steps(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    steps = concat_frames(frames)
-    return steps if not steps.empty else empty_steps()
+READER = FormatReader("torch_npu", detect, read)

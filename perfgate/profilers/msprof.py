@@ -1,4 +1,4 @@
-"""Run a command under msprof and read what it wrote (DESIGN §8).
+"""Run a command under msprof and read what it wrote (docs/formats.md §5.4).
 
 :func:`run_under_msprof` runs::
 
@@ -6,7 +6,7 @@
         --exit-status=<out_dir>/app_exit_status -- <command…>
 
 The application goes positionally after the options, as msprof's own system tests do
-(msprof-formats.md §1.1). It is wrapped in this module's ``__main__`` because msprof does not
+(docs/formats.md §5.4). It is wrapped in this module's ``__main__`` because msprof does not
 pass the application's exit status on: msprof logs "An exception has occurred in process App"
 and still exits 0 (``RunningMode::WaitRunningProcess``, msprof collector source). The wrapper
 runs the command, records its status and exits with it, so a failed benchmark is an error.
@@ -31,18 +31,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.errors import PerfgateError
-from perfgate.marks import STEP_MARKS_ENV
+from perfgate.marks import STEP_MARKS_ENV, STEP_MARKS_NOTE
 from perfgate.profilers.environment import check_msprof_environment
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from perfgate.model import Profile
 
 # Task-level collection: op_summary with OP Type / Task Type / shapes (task-time l1), per-task
 # PMU columns (aic-mode task-based, PipeUtilization) and task_time with copies; host API
-# tables for the CANN/runtime side. Every flag is in msprof's option table (msprof-formats
-# §1.1; the collector's LONG_OPTIONS).
+# tables for the CANN/runtime side. Every flag is in msprof's option table (docs/formats.md
+# §5.4; the collector's LONG_OPTIONS).
 MSPROF_OPTIONS: tuple[str, ...] = (
     "--ascendcl=on",
     "--runtime-api=on",
@@ -53,7 +51,6 @@ MSPROF_OPTIONS: tuple[str, ...] = (
 MARKS_FILE = "step_marks.jsonl"
 LOG_FILE = "msprof.log"
 EXIT_STATUS_FILE = "app_exit_status"
-STEP_MARKS_NOTE = "steps from perfgate step marks"
 _LOG_TAIL_LINES = 4
 _LOG_ERROR_LINES = 3
 _LOG_LINE_CHARS = 200
@@ -235,119 +232,20 @@ def _log_tail(log: Path) -> str:
 def load_msprof_run(run: MsprofRun) -> Profile:
     """The profile of a run: its ``PROF_*`` exports, with steps from the step marks.
 
-    Each ``PROF_*`` directory is read by the msprof export reader (several are merged: one
-    per process). When the command marked its steps, their windows replace the reader's steps
-    (warm-up steps flagged) and the notes say so; without marks the reader's steps stay. The
-    marks are read in the profile's time base (``metadata["time_origin_us"]``), so windows and
-    task times are µs since one origin.
+    Each ``PROF_*`` directory is read by the msprof export reader and several are merged (one
+    per process: :func:`~perfgate.ingest.assemble.merge_profiles`). When the command marked its
+    steps, their windows replace the reader's steps
+    (:func:`~perfgate.ingest.assemble.with_step_marks`); without marks the reader's steps stay.
     """
     from perfgate.ingest import load_profile
-    from perfgate.model import TimeBase
+    from perfgate.ingest.assemble import merge_profiles, with_step_marks
 
     if not run.prof_dirs:
         raise PerfgateError(f"{run.out_dir}: the msprof run has no PROF_* directory to read")
-    profiles = [load_profile(prof) for prof in run.prof_dirs]
-    profile = profiles[0] if len(profiles) == 1 else _merge(profiles, run.out_dir)
+    profile = merge_profiles([load_profile(prof) for prof in run.prof_dirs], run.out_dir)
     if not run.marks_path.exists():
         return profile
-    from perfgate.marks import read_step_marks
-
-    has_times = profile.tasks["start_us"].notna().any() or (
-        profile.steps[["start_us", "end_us"]].notna().any().any()
-    )
-    # The profile's origin when it has times; otherwise the marks choose theirs.
-    clock = TimeBase(int(profile.metadata.get("time_origin_us", 0)) if has_times else None)
-    marks = read_step_marks(run.marks_path, clock=clock)
-    if marks.empty:
-        profile.notes.append(f"{run.marks_path}: the command marked no finished step")
-        return profile
-    return _with_step_marks(profile, marks, run.marks_path)
-
-
-def _merge(profiles: list[Profile], out_dir: Path) -> Profile:
-    import pandas as pd
-
-    from perfgate.model import NO_STEP_MARKS_NOTE, Profile, rebase_times
-
-    first = profiles[0]
-    # One origin for the merged tables: each export was read with its own time base (the
-    # same one, unless an export's times are not epoch µs).
-    origins = [int(p.metadata.get("time_origin_us", 0)) for p in profiles]
-    origin = max(origins)
-    notes = list(dict.fromkeys(n for p in profiles for n in p.notes if n != NO_STEP_MARKS_NOTE))
-    steps = pd.concat(
-        [rebase_times(p.steps, o, origin) for p, o in zip(profiles, origins)], ignore_index=True
-    )
-    if steps.empty:
-        notes.append(NO_STEP_MARKS_NOTE)
-    metadata: dict[str, Any] = {**first.metadata}
-    metadata["ranks"] = sorted({r for p in profiles for r in p.metadata.get("ranks", [])})
-    metadata["copy_visible"] = all(p.metadata.get("copy_visible", True) for p in profiles)
-    metadata["time_origin_us"] = origin
-    statistics = [p.metadata["op_statistic"] for p in profiles if "op_statistic" in p.metadata]
-    if statistics:
-        metadata["op_statistic"] = pd.concat(statistics, ignore_index=True)
-    return Profile(
-        source=first.source,
-        path=str(out_dir),
-        tasks=pd.concat(
-            [rebase_times(p.tasks, o, origin) for p, o in zip(profiles, origins)],
-            ignore_index=True,
-        ),
-        steps=steps,
-        metadata=metadata,
-        notes=notes,
-    )
-
-
-def _with_step_marks(profile: Profile, marks: pd.DataFrame, marks_path: Path) -> Profile:
-    """``profile`` with its steps replaced by the marked windows."""
-    import pandas as pd
-
-    from perfgate.model import NO_STEP_MARKS_NOTE, STEP_COLUMNS, Profile
-
-    notes = [n for n in profile.notes if n != NO_STEP_MARKS_NOTE]
-    notes.extend(marks.attrs.get("notes", []))
-    steps = marks[[*STEP_COLUMNS, "warmup"]].copy()
-    task_ranks = sorted(int(r) for r in profile.tasks["rank"].unique())
-    mark_ranks = sorted(int(r) for r in steps["rank"].unique())
-    if task_ranks and mark_ranks != task_ranks:
-        if len(mark_ranks) == len(task_ranks):
-            # Marks carry the process's RANK; tasks the device id msprof saw (they differ
-            # when ASCEND_RT_VISIBLE_DEVICES maps devices): pair them in order.
-            mapping = dict(zip(mark_ranks, task_ranks))
-            steps["rank"] = steps["rank"].map(mapping).astype("int64")
-            notes.append(
-                f"step marks of rank(s) {mark_ranks} laid over the tasks of device(s) "
-                f"{task_ranks}, in order"
-            )
-        else:
-            notes.append(
-                f"step marks name rank(s) {mark_ranks} but the tasks ran on device(s) "
-                f"{task_ranks}: tasks of unmarked devices are not counted"
-            )
-    if not profile.steps.empty:
-        notes.append(f"the export's own steps ({len(profile.steps)}) were replaced by the marks")
-    warmups = int(steps["warmup"].sum())
-    notes.append(
-        f"{STEP_MARKS_NOTE} ({marks_path.name}: {len(steps) - warmups} step(s), {warmups} warm-up)"
-    )
-    tasks = profile.tasks.copy()
-    # The windows decide which step a task belongs to.
-    tasks["step"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
-    metadata = {
-        **profile.metadata,
-        "step_marks": str(marks_path),
-        "time_origin_us": int(marks.attrs.get("time_origin_us", 0)),
-    }
-    return Profile(
-        source=profile.source,
-        path=profile.path,
-        tasks=tasks,
-        steps=steps,
-        metadata=metadata,
-        notes=notes,
-    )
+    return with_step_marks(profile, run.marks_path)
 
 
 # --------------------------------------------------------------------------- app wrapper
@@ -391,7 +289,13 @@ def _write_status(path: Path, code: int) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["MSPROF_OPTIONS", "MsprofRun", "load_msprof_run", "run_under_msprof"]
+__all__ = [
+    "MSPROF_OPTIONS",
+    "STEP_MARKS_NOTE",
+    "MsprofRun",
+    "load_msprof_run",
+    "run_under_msprof",
+]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,158 @@
+"""Helpers every reader shares: concatenating per-rank frames, text cells, small JSON files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from perfgate.errors import ProfileError
+from perfgate.model import OPTIONAL_TASK_COLUMNS, TASK_COLUMNS, empty_tasks
+
+
+def concat_frames(
+    frames: Iterable[pd.DataFrame], empty: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Concatenate, skipping empty frames (so empty tables never decide dtypes); ``empty`` (or a
+    frame without columns) when every frame is empty."""
+    kept = [f for f in frames if len(f) > 0]
+    if not kept:
+        return empty if empty is not None else pd.DataFrame()
+    if len(kept) == 1:
+        return kept[0].reset_index(drop=True)
+    return pd.concat(kept, ignore_index=True)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A small JSON file holding one object (``profiler_info*.json``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProfileError(path, f"is not valid JSON ({exc})", expected="a JSON object") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(path, "does not hold a JSON object", expected="a JSON object")
+    return data
+
+
+T = TypeVar("T")
+
+
+def read_auxiliary(
+    read: Callable[[Path], T], path: Path, notes: list[str], without: str
+) -> T | None:
+    """``read(path)`` for a file the analysis can do without (op_statistic, profiler_info…).
+
+    A :class:`~perfgate.errors.ProfileError` from it does not abort the profile: it becomes a
+    note, saying what was wrong and ``without`` what the profile is read, and None is returned.
+    """
+    try:
+        return read(path)
+    except ProfileError as exc:
+        notes.append(f"{exc}; skipped: {without}")
+        return None
+
+
+def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
+    """``"32,3,224,224"`` (the CSV's tripled quotes, once parsed) → ``32,3,224,224``."""
+    return shapes.map(lambda v: v.strip('"') if isinstance(v, str) else v).astype(object)
+
+
+def canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The canonical and optional task columns of ``tasks`` (helper columns dropped); the empty
+    canonical table when ``tasks`` has no rows."""
+    if tasks.empty:
+        return empty_tasks()
+    keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
+    return tasks[keep]
+
+
+# Ways two sources' rows are matched, tried in turn: the key columns must be known on both rows
+# and equal. Where the task id is not in the key, two known task ids must still be equal; where
+# the stream is not, two known streams must.
+_SAME_TASK_KEYS = (
+    ("stream", "task_id"),
+    ("stream", "name"),
+    ("stream", "core"),
+    ("name",),
+)
+
+
+def tasks_not_in(
+    candidates: pd.DataFrame, seen: pd.DataFrame, *, one_rank: bool = False
+) -> pd.DataFrame:
+    """The rows of ``candidates`` that are not tasks ``seen`` already lists: each task once.
+
+    Two sources of one profile (kernel_details.csv and trace_view.json, op_summary and
+    task_time, …) list some tasks twice, with start times a few µs apart. A candidate is the
+    same task as a seen row when both are on the same ``rank``, their intervals overlap, and
+    they share ``stream`` and ``task_id`` — or, where one of them does not say its task id,
+    ``stream`` and the name or the core (tasks of one stream run one after another, so two
+    overlapping tasks of a stream are one) — or, where one does not say its stream, the name.
+    A known stream or task id that differs always tells two tasks apart.
+
+    Both frames have the canonical task columns; ``stream`` and ``task_id`` are used when
+    present. ``one_rank``: both come from one device (a rank directory) whose rank may not be
+    known yet, so ``rank`` is not compared. Each candidate is compared with the seen rows of
+    its key that start nearest before and after it (:func:`pandas.merge_asof`): linear in the
+    rows, not quadratic.
+    """
+    if candidates.empty or seen.empty:
+        return candidates
+    left = _match_frame(candidates, one_rank)
+    right = _match_frame(seen, one_rank)
+    duplicate = np.zeros(len(left), dtype=bool)
+    for keys in _SAME_TASK_KEYS:
+        lhs = left.loc[~duplicate & left[list(keys)].notna().all(axis=1)]
+        rhs = right.loc[right[list(keys)].notna().all(axis=1)]
+        if lhs.empty or rhs.empty:
+            continue
+        by = ["rank", *keys]
+        lhs = lhs.astype({k: str for k in keys}).sort_values("start_us", kind="stable")
+        rhs = rhs.astype({k: str for k in keys}).sort_values("start_us", kind="stable")
+        rhs = rhs.rename(columns={c: f"{c}_seen" for c in rhs.columns if c not in by})
+        for direction in ("backward", "forward"):
+            pairs = pd.merge_asof(
+                lhs,
+                rhs,
+                left_on="start_us",
+                right_on="start_us_seen",
+                by=by,
+                direction=direction,
+            )
+            same = (pairs["start_us_seen"] <= pairs["end_us"]) & (
+                pairs["start_us"] <= pairs["end_us_seen"]
+            )
+            for column in ("stream", "task_id"):
+                if column not in keys:
+                    both = pairs[column].notna() & pairs[f"{column}_seen"].notna()
+                    same &= ~both | (pairs[column] == pairs[f"{column}_seen"])
+            duplicate[pairs.loc[same.fillna(False).astype(bool), "_row"].to_numpy()] = True
+    return candidates.loc[~duplicate]
+
+
+def _match_frame(tasks: pd.DataFrame, one_rank: bool) -> pd.DataFrame:
+    """The columns :func:`tasks_not_in` compares, ids as text (``3`` and ``"3"`` are one id)."""
+    rank = np.zeros(len(tasks), np.int64) if one_rank else tasks["rank"].to_numpy(np.int64)
+    frame = pd.DataFrame(
+        {
+            "rank": rank,
+            "start_us": tasks["start_us"].to_numpy(dtype=np.float64),
+            "end_us": (tasks["start_us"] + tasks["dur_us"]).to_numpy(dtype=np.float64),
+            "name": tasks["name"].to_numpy(dtype=object),
+            "core": tasks["core"].to_numpy(dtype=object),
+            "_row": np.arange(len(tasks)),
+        }
+    )
+    for column in ("stream", "task_id"):
+        if column in tasks.columns:
+            values = tasks[column].astype(object)
+            frame[column] = values.where(values.isna(), values.astype(str)).to_numpy()
+        else:
+            frame[column] = None
+    return frame
