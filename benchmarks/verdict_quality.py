@@ -38,7 +38,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from perfgate.analysis.compare import judge_metric
+from perfgate.analysis.compare import judge_rounds, judge_steps, look_back
+from perfgate.analysis.statistics import RoundValues
 from perfgate.analysis.statistics import mann_whitney_p
 from perfgate.rules import MetricRule, Statistics, default_rules
 from perfgate.verdict import MetricStatus
@@ -191,18 +192,32 @@ def step_time_rule() -> MetricRule:
 
 
 def perfgate_rule(draws: Draws, *, history: bool = True) -> Verdicts:
-    """perfgate's own ``judge_metric`` on every trial, default settings. ``history``: pass
-    the look-back's per-run medians (nearest first, the baseline included); else only the
-    baseline's, which is what perfgate sees with a single baseline (between-run spread
-    unknown)."""
+    """perfgate's own decision on every trial, default settings: each ancestor run is one
+    round of one process (``history``: the look-back's runs since the last step change join
+    the baseline side, as ``compare_runs`` does); with a single baseline and a single current
+    run, the steps are the replicates (:func:`judge_steps`)."""
     rule, stats = step_time_rule(), default_rules().statistics
-    medians = np.median(draws.history, axis=2)
+    log_medians = np.log(np.median(draws.history, axis=2))
+    current = np.log(np.median(draws.current, axis=1))
     out = np.empty(draws.trials, dtype=object)
     for i in range(draws.trials):
-        looked_back = medians[i] if history else medians[i, :1]
-        judgement = judge_metric(
-            rule, draws.baseline[i], draws.current[i], stats, looked_back.tolist()
-        )
+        if not history:
+            judgement = judge_steps(rule, draws.baseline[i], draws.current[i], stats)
+        else:
+            sessions = [RoundValues(np.array([m]), np.array([0])) for m in log_medians[i]]
+            kept = look_back(sessions, rule, stats, log=True)
+            if kept == 1:  # one round a side: as compare_runs, the steps are the replicates
+                judgement = judge_steps(rule, draws.baseline[i], draws.current[i], stats)
+                out[i] = judgement.status.value
+                continue
+            judgement = judge_rounds(
+                rule,
+                sessions[0],
+                RoundValues(np.array([current[i]]), np.array([0])),
+                stats,
+                history=sessions[1:kept],
+                log=True,
+            )
         out[i] = judgement.status.value
     return out
 

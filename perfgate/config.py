@@ -8,7 +8,9 @@ Defaults::
       utilization: {max_drop: 3pt}
       copy_ratio:  {max_increase: 2pt}
       operators:   {max_increase: 10%, min_share: 1%, gate: false}
-    statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%}
+    statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
+                 rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120}
+    measure:    {threads: auto, pin_cpu: auto}
     baseline:   {dir: baselines, branch: main, max_depth: 50, env: auto}
     profiler:   auto
     benchmarks:
@@ -34,6 +36,7 @@ from perfgate.rules import (
     METRICS,
     PROFILERS,
     BaselineSettings,
+    MeasureSettings,
     OperatorRule,
     Rules,
     Settings,
@@ -83,7 +86,17 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
     return Threshold(value=value, unit=unit, text=str(text).strip())
 
 
-_TOP_KEYS = ("thresholds", "statistics", "baseline", "profiler", "benchmarks")
+_TOP_KEYS = ("thresholds", "statistics", "baseline", "profiler", "measure", "benchmarks")
+_STATISTICS_KEYS = (
+    "alpha",
+    "min_steps",
+    "lookback",
+    "max_cv",
+    "rounds",
+    "max_rounds",
+    "processes",
+    "max_seconds",
+)
 _BENCHMARK_KEYS = ("thresholds", "statistics")
 
 
@@ -166,7 +179,7 @@ def _int(value: object, key: str, minimum: int) -> int:
 
 
 def _parse_statistics(section: object, where: str, base: Statistics) -> Statistics:
-    section = _check_keys(section, ("alpha", "min_steps", "lookback", "max_cv"), where)
+    section = _check_keys(section, _STATISTICS_KEYS, where)
     stats = base
     if "alpha" in section:
         alpha = section["alpha"]
@@ -180,7 +193,36 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
     if "max_cv" in section:
         cv = parse_threshold(section["max_cv"], key=f"{where}.max_cv", allowed=(Unit.RELATIVE,))
         stats = replace(stats, max_cv=cv.value)
+    for key, minimum in (("rounds", 2), ("max_rounds", 2), ("processes", 1)):
+        if key in section:
+            stats = replace(stats, **{key: _int(section[key], f"{where}.{key}", minimum)})
+    if "max_seconds" in section:
+        seconds = section["max_seconds"]
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            raise ConfigError(f"{where}.max_seconds: {seconds!r} is not a number of seconds > 0")
+        stats = replace(stats, max_seconds=float(seconds))
+    if stats.max_rounds < stats.rounds:
+        raise ConfigError(
+            f"{where}.max_rounds: {stats.max_rounds} is below rounds ({stats.rounds}) "
+            "(expected max_rounds >= rounds)"
+        )
     return stats
+
+
+def _parse_measure(section: object, where: str) -> MeasureSettings:
+    section = _check_keys(section, ("threads", "pin_cpu"), where)
+    settings = MeasureSettings()
+    if "threads" in section:
+        threads = section["threads"]
+        if threads != "auto":
+            threads = _int(threads, f"{where}.threads", 1)
+        settings = replace(settings, threads=threads)
+    if "pin_cpu" in section:
+        pin = section["pin_cpu"]
+        if pin != "auto":
+            pin = _bool(pin, f"{where}.pin_cpu")
+        settings = replace(settings, pin_cpu=pin)
+    return settings
 
 
 def _parse_baseline(section: object, where: str) -> BaselineSettings:
@@ -245,6 +287,7 @@ def settings_from_mapping(data: object, source: str) -> Settings:
     return Settings(
         rules=rules,
         baseline=baseline,
+        measure=_parse_measure(top.get("measure"), f"{source}: measure"),
         profiler=str(profiler),
         benchmarks=benchmarks,
         source=source,

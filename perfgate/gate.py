@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.analysis.compare import Comparison, compare_runs
+from perfgate.analysis.compare import Comparison, Look, compare_runs
 from perfgate.analysis.statistics import sample_median
 from perfgate.errors import PerfgateError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
@@ -59,6 +59,7 @@ def gate_against_store(
     lookup: StoreLookup,
     *,
     rules: Mapping[str, Rules] | None = None,
+    look: Look | None = None,
 ) -> list[Comparison]:
     """Compare each current record with the baseline the store holds for it: the nearest
     candidate commit's, with the look-back of the ones after it. ``rules``: per-benchmark
@@ -97,6 +98,7 @@ def gate_against_store(
             history=[f.record for f in found],
             baseline_info=info,
             current_info=current_info,
+            look=look,
         )
         if nearest.candidate.sha == head.sha and not head.dirty:
             comparison.notes.append(

@@ -3,9 +3,12 @@ typed shape, validated once where it enters perfgate (a file read, a file writte
 
 A record is a plain JSON object (a ``dict`` at run time, typed here with ``TypedDict``):
 
-* ``samples`` — per-step samples of every metric (``step_time_us``, ``utilization``, …;
-  ``None`` where a step has no value), with ``step`` (the step ids) and, for runs measured in
-  rounds, ``round`` (the round of each step);
+* ``timing`` — the step times the gate judges, one entry per timed step, in rounds:
+  ``step_time_us``, ``round`` (the round of the step within its process) and ``process``
+  (which process of the run measured it: a baseline is recorded in several);
+* ``samples`` — per-step samples of the profiled steps (``step_time_us``, ``utilization``,
+  ``copy_ratio``, the breakdown …; ``None`` where a step has no value), with ``step`` (the
+  step ids) and ``process`` (the process whose profiled pass the step belongs to);
 * ``operators`` — the operator table (``op_type, core, category, calls_per_step,
   time_per_step_us, share``, optionally ``samples_us``);
 * ``fingerprint`` — the environment (flat: names to strings, numbers, booleans);
@@ -31,11 +34,17 @@ from perfgate.errors import PerfgateError
 
 BASELINE_FORMAT = "perfgate.baseline"
 # Format history (bump on any change a reader of the previous version would misread):
-#   1 — first version: format, format_version, benchmark, env, commit, then the run record.
-BASELINE_FORMAT_VERSION = 1
+#   1 — first version: format, format_version, benchmark, env, commit, then the run record;
+#       the gated step times in samples.step_time_us, the profiled ones in
+#       samples.profiled_step_time_us.
+#   2 — rounds: the gated step times move to ``timing`` (with ``round`` and ``process``);
+#       samples.step_time_us is the profiled step time. Version 1 files are read as one
+#       round of one process.
+BASELINE_FORMAT_VERSION = 2
 RESULTS_FORMAT = "perfgate.results"
 # History: 1 — first version: {format, format_version, commit, branch, dirty, created, runs[]}.
-RESULTS_FORMAT_VERSION = 1
+#          2 — runs are version 2 records (``timing``).
+RESULTS_FORMAT_VERSION = 2
 
 # Bounds of what a record keeps, so a baseline stays tens of KB and a hostile file cannot
 # make one huge (a run of 200 rounds of 500 steps is far beyond any benchmark here).
@@ -75,6 +84,7 @@ class RunRecord(TypedDict):
     benchmark: Name
     env: Name
     samples: dict[Text, SampleList]
+    timing: NotRequired[dict[Text, SampleList]]
     fingerprint: NotRequired[dict[Text, Scalar]]
     parameters: NotRequired[dict[Text, Any]]
     operators: NotRequired[Annotated[list[OperatorEntry], Field(max_length=MAX_OPERATORS)]]
@@ -191,13 +201,35 @@ def _validated(adapter: TypeAdapter[Any], value: object, where: str) -> Any:
 
 
 def _check_rounds(run: RunRecord, where: str) -> None:
-    samples = run["samples"]
-    rounds = samples.get("round")
-    if rounds is not None and len(rounds) != len(samples.get("step_time_us", [])):
-        raise PerfgateError(
-            f"{where}: key 'samples.round' has {len(rounds)} values but 'samples.step_time_us' "
-            f"has {len(samples.get('step_time_us', []))} (expected one round per step)"
-        )
+    """Every column of ``timing`` (and ``samples``) has one value per step."""
+    tables: tuple[tuple[str, dict[str, list[Any]] | None], ...] = (
+        ("timing", run.get("timing")),
+        ("samples", run.get("samples")),
+    )
+    for key, table in tables:
+        if not table:
+            continue
+        lengths = {column: len(values) for column, values in table.items()}
+        if len(set(lengths.values())) > 1:
+            first, *_ = lengths
+            other = next(c for c, n in lengths.items() if n != lengths[first])
+            raise PerfgateError(
+                f"{where}: key '{key}.{other}' has {lengths[other]} values but "
+                f"'{key}.{first}' has {lengths[first]} (expected one value per step)"
+            )
+    timing = run.get("timing")
+    if timing is not None and "step_time_us" not in timing:
+        raise PerfgateError(f"{where}: key 'timing.step_time_us' is missing")
+
+
+def _upgrade_v1(document: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 record in the version 2 shape: its gated step times become one round."""
+    samples = dict(document.get("samples") or {})
+    if isinstance(samples, dict) and "profiled_step_time_us" in samples:
+        gated = samples.get("step_time_us", [])
+        samples["step_time_us"] = samples.pop("profiled_step_time_us")
+        return {**document, "samples": samples, "timing": {"step_time_us": gated}}
+    return document
 
 
 def validate_run(value: object, where: str) -> RunRecord:
@@ -210,6 +242,9 @@ def validate_run(value: object, where: str) -> RunRecord:
 def validate_baseline(value: object, where: str) -> BaselineRecord:
     """A baseline document, checked: format, version, names, commit, samples, operators."""
     _check_format(value, where, BASELINE_FORMAT, BASELINE_FORMAT_VERSION)
+    assert isinstance(value, dict)
+    if value["format_version"] == 1:
+        value = _upgrade_v1(value)
     record: BaselineRecord = _validated(_BASELINE, value, where)
     if not record.get("commit"):
         raise PerfgateError(
@@ -222,6 +257,12 @@ def validate_baseline(value: object, where: str) -> BaselineRecord:
 def validate_results(value: object, where: str) -> ResultsDocument:
     """A results document, checked; each run gets the document's commit when it has none."""
     _check_format(value, where, RESULTS_FORMAT, RESULTS_FORMAT_VERSION)
+    assert isinstance(value, dict)
+    if value["format_version"] == 1 and isinstance(value.get("runs"), list):
+        value = {
+            **value,
+            "runs": [_upgrade_v1(r) if isinstance(r, dict) else r for r in value["runs"]],
+        }
     document: ResultsDocument = _validated(_RESULTS, value, where)
     for index, run in enumerate(document["runs"]):
         _check_rounds(run, f"{where}: runs[{index}]")

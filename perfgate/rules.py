@@ -125,10 +125,28 @@ class OperatorRule:
 
 @dataclass(frozen=True)
 class Statistics:
+    """How a benchmark is measured and judged.
+
+    A run is ``rounds`` re-warmed rounds in one process; when they cannot decide, more
+    rounds follow, ``rounds`` at a time, up to ``max_rounds`` (and ``max_seconds`` of
+    measuring). A baseline is recorded in ``processes`` processes of ``rounds`` rounds each,
+    so it carries the noise between processes too. The defaults come from measurements on
+    a shared 2-vCPU runner (docs/verdict-quality.md).
+    """
+
     alpha: float = 0.01
     min_steps: int = 10
-    lookback: int = 8  # ancestor baselines used to estimate the between-run spread
-    max_cv: float = 0.10  # baseline spread (robust CV) above which a metric is unstable
+    lookback: int = 8  # ancestor baselines of the same code that join the baseline side
+    max_cv: float = 0.10  # a baseline noisier than this between rounds is re-measured
+    rounds: int = 5
+    max_rounds: int = 15
+    processes: int = 3
+    max_seconds: float = 120.0
+
+    @property
+    def looks(self) -> int:
+        """How many times a comparison may look: after each batch of ``rounds``."""
+        return max(1, -(-self.max_rounds // self.rounds))
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,16 @@ PROFILERS = ("auto", "torch", "torch_npu", "msprof", "none")
 
 
 @dataclass(frozen=True)
+class MeasureSettings:
+    """How the runner is quietened for the measured rounds: torch intra-op ``threads``
+    (``auto``: 1 when the benchmark runs on the CPU, torch's own choice on an accelerator)
+    and ``pin_cpu`` (``auto``: pin the process to one CPU when on the CPU)."""
+
+    threads: int | str = "auto"
+    pin_cpu: bool | str = "auto"
+
+
+@dataclass(frozen=True)
 class BaselineSettings:
     dir: str = "baselines"
     branch: str = "main"
@@ -179,6 +207,7 @@ class Settings:
 
     rules: Rules = field(default_factory=default_rules)
     baseline: BaselineSettings = field(default_factory=BaselineSettings)
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
     profiler: str = "auto"
     benchmarks: dict[str, Rules] = field(default_factory=dict)
     source: str = "defaults"

@@ -679,7 +679,7 @@ def test_merge_mode_gates_the_shards_results_as_one(tmp_path: Path) -> None:
     assert outputs["verdict"] == "regression"
     merged = json.loads(Path(outputs["results-path"]).read_text())
     assert merged["format"] == "perfgate.results"
-    assert merged["format_version"] == 1
+    assert merged["format_version"] == 2
     assert merged["commit"] == "a" * 40
     # Sorted by path: the llm shard comes before the vision shard.
     assert [r["benchmark"] for r in merged["runs"]] == [

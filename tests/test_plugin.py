@@ -129,7 +129,12 @@ def test_no_baseline_passes_and_says_how_to_record_one(
     [run] = results["runs"]
     assert run["benchmark"] == "matmul"
     assert run["verdict"] == "no-baseline"
-    assert len(run["samples"]["step_time_us"]) == 12
+    assert len(run["samples"]["step_time_us"]) == 12  # the profiled pass
+    timing = run["timing"]  # 5 rounds of 12 timed steps, one process
+    assert len(timing["step_time_us"]) == 60
+    assert sorted(set(timing["round"])) == [0, 1, 2, 3, 4]
+    assert set(timing["process"]) == {0}
+    assert run["fingerprint"]["threads"] == 1  # CPU rounds run on one torch thread
     assert run["parameters"] == {"steps": 12, "warmup": 2, "profiler": "torch", "size": 192}
     assert any(op["op_type"] == "aten::mm" for op in run["operators"])
     markdown = summary.read_text()
@@ -146,7 +151,12 @@ def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
     [baseline] = list((project.path / "baselines" / "matmul").glob(f"*/{head}.json"))
     stored = json.loads(baseline.read_text())
     assert stored["commit"] == head
-    assert len(stored["samples"]["step_time_us"]) == 12
+    # Three processes, each with its profiled pass of 12 steps and at least 5 rounds.
+    assert set(stored["samples"]["process"]) == {0, 1, 2}
+    assert len(stored["samples"]["step_time_us"]) == 36
+    timing = stored["timing"]
+    assert set(timing["process"]) == {0, 1, 2}
+    assert len(timing["step_time_us"]) >= 3 * 5 * 12
     _commit_all(project.path, "perfgate: baselines")
 
     same = project.runpytest_subprocess("--perfgate")
@@ -198,7 +208,8 @@ def test_marker_names_the_benchmark_and_tightens_its_threshold(
     [run] = results["runs"]
     assert run["benchmark"] == "tiny-loop"
     assert run["fingerprint"]["profiler"] == "none"
-    assert set(run["samples"]) == {"step", "step_time_us"}
+    assert run["samples"] == {"step": [], "step_time_us": [], "process": []}
+    assert len(run["timing"]["step_time_us"]) == 5 * 5  # rounds × steps
 
 
 def test_a_bad_marker_argument_fails_with_the_allowed_ones(project: pytest.Pytester) -> None:

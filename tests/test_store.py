@@ -500,7 +500,8 @@ def test_a_newer_format_version_asks_to_upgrade_perfgate(tmp_path: Path) -> None
     with pytest.raises(PerfgateError) as err:
         read_baseline(path)
     assert str(err.value) == (
-        f"{path}: baseline format_version 2 is newer than this perfgate reads (up to 1); "
+        f"{path}: baseline format_version {BASELINE_FORMAT_VERSION + 1} is newer than this "
+        f"perfgate reads (up to {BASELINE_FORMAT_VERSION}); "
         "upgrade perfgate"
     )
 

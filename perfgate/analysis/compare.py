@@ -1,20 +1,33 @@
 """Baseline vs current: the decision "regressed or noise". Pure functions over run records.
 
-A gated metric regresses only when all of these hold:
+The replicate is the **round** — a re-warmed batch of steps — and the **process**: rounds of
+one process share its luck (thread placement, memory layout, the neighbours of that run), so
+a baseline is recorded in several processes. Each round is summarised by the median of its
+steps; the decision works on those round values (on a log scale for times), under a
+two-level model (rounds vary around their process, processes around the code's true value:
+:func:`~perfgate.analysis.statistics.difference`).
 
-1. **effect** — the median moved past the threshold in the bad direction (``+5%`` step time,
-   ``-3pt`` utilization, ``+2pt`` copy ratio), measured against the nearest baseline or, with
-   a look-back of two or more baselines, against the median of their run medians;
-2. **significance** — a one-sided Mann–Whitney U test on the per-step samples, corrected for
-   autocorrelated steps, gives p < α (default 0.01). With fewer than ``min_steps`` samples a
-   side, or too few for the test to ever reach α, the verdict rests on the effect alone;
-3. **outside the between-run spread** — with two or more ancestor baselines (the look-back),
-   the current median must lie beyond the most extreme of their medians by more than
-   0.3 × the threshold.
+A gated metric **regresses** when all of these hold:
 
-A metric whose baseline spread is too large to trust (robust CV above ``max_cv``, or a
-spread in points above the threshold) is ``unstable``: advisory, never a failure — unless
-the current median lies more than 4 robust standard deviations of that baseline away.
+1. **effect** — the change of the centres is past the threshold in the bad direction
+   (``+5%`` step time, ``-3pt`` utilization, ``+2pt`` copy ratio), measured against the
+   baseline, or the median of the look-back baselines when there are two or more;
+2. **significance** — a one-sided t-test of the round values (round and process noise in its
+   standard error) gives p below this look's share of α (α spent over looks by a
+   Lan–DeMets Pocock-type function, so adding rounds keeps the false-alarm rate);
+3. **outside the look-back** — with two or more ancestor baselines of the same code (since
+   the last step change), the current centre lies beyond the most extreme of theirs by more
+   than 0.3 × the threshold.
+
+It **passes** when the upper (1 − α) confidence bound of the change is within the threshold
+(a regression of the threshold's size is ruled out), or it lies within the look-back's
+spread. Otherwise the comparison is **inconclusive**: the caller may measure more rounds
+(:attr:`MetricJudgement.inconclusive`); at the last look it is **unstable**, with the noise
+that made it so. A change far beyond the noise is significant whatever the noise, so it fails.
+
+Without rounds on either side (two plain profiles), the steps of one run are the
+replicates: a Mann–Whitney test on the per-step samples, corrected for autocorrelation, and
+the report says the between-run noise is unknown.
 
 Every judgement keeps the facts it rests on (:class:`MetricJudgement`); the words come from
 :mod:`perfgate.report.explain`. The rule's false-alarm rate and detection power are measured
@@ -31,12 +44,14 @@ from typing import Any, Literal
 import numpy as np
 
 from perfgate.analysis.statistics import (
-    Samples,
+    Difference,
+    RoundValues,
     clean,
+    difference,
     mann_whitney_p,
     min_attainable_p,
     one_sided_mann_whitney_p,
-    robust_spread,
+    round_values,
     sample_median,
 )
 from perfgate.records import OperatorEntry, RunRecord
@@ -53,26 +68,34 @@ HARD_FINGERPRINT_FIELDS = (
     "profiler_level",
     "aic_metrics",
     "task_basis",
+    "threads",
 )
 # How far (as a share of the threshold) the current run must lie beyond the most extreme
 # look-back run to count as outside the between-run spread; measured in
 # benchmarks/verdict_quality.py (docs/verdict-quality.md).
 HISTORY_MARGIN = 0.3
-# A change this many robust standard deviations of a noisy baseline away is judged anyway.
-UNSTABLE_OVERRIDE = 4.0
 
 Effect = Literal["bad", "good"]
+
+
+@dataclass(frozen=True)
+class Look:
+    """Which look of a group-sequential comparison this is: the α to spend now (the
+    increment of the spending function) and whether more rounds may follow."""
+
+    alpha: float
+    final: bool = True
 
 
 @dataclass
 class MetricJudgement:
     """The judgement of one metric and the facts it rests on.
 
-    ``change`` is in the threshold's unit (a fraction for ``%`` and ``pt``, µs for times),
-    against the nearest baseline; ``reference`` is what the effect was judged against (that
-    baseline's median, or the median of the look-back runs when there are two or more).
-    ``noise`` is the baseline's spread in the unit ``noise_unit`` and ``noise_limit`` the
-    spread above which the metric is too noisy to judge.
+    ``baseline`` / ``current`` are the sides' centres in the metric's unit; ``change`` is
+    in the threshold's unit (a fraction for ``%`` and ``pt``, µs for times) against
+    ``reference`` (the baseline's centre, or the look-back median). ``noise`` is the spread
+    of one round (``noise_process`` of one process's mean) and ``detectable`` the smallest
+    change this comparison could tell from noise, all in the threshold's unit.
     """
 
     name: str
@@ -91,135 +114,232 @@ class MetricJudgement:
     n_baseline: int
     n_current: int
     alpha: float = 0.01
+    alpha_look: float = 0.01
     min_steps: int = 10
     effect: Effect | None = None
     reference: float | None = None
+    processes_baseline: int = 1
+    processes_current: int = 1
     history_runs: int = 0
+    history_left_out: int = 0
     history_low: float | None = None
     history_high: float | None = None
     within_history: bool = False
     noise: float | None = None
-    noise_unit: str = Unit.RELATIVE.value
-    noise_limit: float | None = None
-    noisy: bool = False
-    beyond_noise: bool = False
+    noise_process: float | None = None
+    detectable: float | None = None
+    threshold_value: float = 0.0
+    inconclusive: bool = False
 
     @property
-    def reference_change(self) -> float:
-        """The change against :attr:`reference`, in the threshold's unit."""
-        if self.reference is None:
-            return self.change
-        return _threshold_of(self).change(self.reference, self.current)
-
-
-def _threshold_of(m: MetricJudgement) -> Threshold:
-    return Threshold(value=0.0, unit=Unit(m.unit), text=m.threshold)
-
-
-def judge_metric(
-    rule: MetricRule,
-    baseline_samples: Samples,
-    current_samples: Samples,
-    stats: Statistics,
-    history_medians: Sequence[float] = (),
-) -> MetricJudgement:
-    """Judge one metric. ``history_medians``: per-run medians of the look-back baselines
-    (nearest first, the compared baseline included); fewer than two means unknown spread."""
-    base = clean(baseline_samples)
-    cur = clean(current_samples)
-    threshold = rule.threshold
-    judgement = MetricJudgement(
-        name=rule.label,
-        metric=rule.metric,
-        baseline=float(np.median(base)) if base.size else float("nan"),
-        current=float(np.median(cur)) if cur.size else float("nan"),
-        change=float("nan"),
-        threshold=signed_threshold(threshold, rule.bad_sign),
-        unit=threshold.unit.value,
-        bad_sign=rule.bad_sign,
-        gated=rule.gate,
-        status=MetricStatus.PASS,
-        significant=None,
-        p_value=None,
-        test="none",
-        n_baseline=int(base.size),
-        n_current=int(cur.size),
-        alpha=stats.alpha,
-        min_steps=stats.min_steps,
-    )
-    if base.size == 0 or cur.size == 0:
-        judgement.status = MetricStatus.NOT_AVAILABLE
-        return judgement
-    judgement.change = threshold.change(judgement.baseline, judgement.current)
-    history = [h for h in history_medians if h is not None and not math.isnan(h)]
-    judgement.history_runs = len(history)
-    # With a look-back, the effect is judged against the centre of the recent runs, not
-    # against whichever mode the nearest run happened to land in.
-    reference = float(np.median(history)) if len(history) >= 2 else judgement.baseline
-    judgement.reference = reference
-    if threshold.exceeded_by(reference, judgement.current, rule.bad_sign):
-        judgement.effect = "bad"
-    elif threshold.exceeded_by(reference, judgement.current, -rule.bad_sign):
-        judgement.effect = "good"
-
-    # Significance in whichever direction the effect points.
-    direction = -rule.bad_sign if judgement.effect == "good" else rule.bad_sign
-    enough = (
-        min(base.size, cur.size) >= stats.min_steps
-        and min_attainable_p(base.size, cur.size) < stats.alpha
-    )
-    if enough:
-        p = mann_whitney_p(cur, base, greater=direction > 0)
-        judgement.p_value = p
-        judgement.significant = p < stats.alpha
-        judgement.test = "mann-whitney-u"
-    else:
-        judgement.test = "effect-only"
-    significant = judgement.significant is not False
-
-    if len(history) >= 2:
-        judgement.history_low, judgement.history_high = min(history), max(history)
-        edge = judgement.history_high if direction > 0 else judgement.history_low
-        # Beyond the spread means clearly beyond: topping the highest of k run medians by a
-        # hair happens to 1 unchanged run in k + 1.
-        beyond = threshold.change(edge, judgement.current) * direction
-        judgement.within_history = beyond <= HISTORY_MARGIN * threshold.value
-
-    _judge_noise(judgement, base, threshold, stats)
-    unstable = judgement.noisy and not judgement.beyond_noise
-    if unstable:
-        judgement.status = MetricStatus.UNSTABLE
-    elif judgement.effect == "bad" and significant and not judgement.within_history:
-        judgement.status = MetricStatus.REGRESSION
-    elif judgement.effect == "good" and significant and not judgement.within_history:
-        judgement.status = MetricStatus.IMPROVEMENT
-    return judgement
-
-
-def _judge_noise(
-    judgement: MetricJudgement, base: np.ndarray, threshold: Threshold, stats: Statistics
-) -> None:
-    """Whether the baseline is too noisy to judge, and whether the change is beyond its noise."""
-    spread = robust_spread(base)
-    if threshold.unit is Unit.POINTS:
-        judgement.noise, judgement.noise_unit = spread, Unit.POINTS.value
-        judgement.noise_limit = threshold.value
-    else:
-        median = judgement.baseline
-        judgement.noise = spread / abs(median) if median else 0.0
-        judgement.noise_unit = Unit.RELATIVE.value
-        judgement.noise_limit = stats.max_cv
-    judgement.noisy = judgement.noise > judgement.noise_limit
-    if judgement.noisy and judgement.effect is not None:
-        # A noisy baseline hides small changes, not one far outside its own spread.
-        distance = abs(judgement.current - judgement.baseline)
-        judgement.beyond_noise = distance > UNSTABLE_OVERRIDE * spread
+    def limit_exceeded_by_noise(self) -> bool:
+        """The noise alone can hide a change of the threshold's size."""
+        return self.detectable is not None and self.detectable > self.threshold_value
 
 
 def signed_threshold(threshold: Threshold, bad_sign: int) -> str:
     """The limit with its bad direction: ``+5%``, ``-3pt``."""
     text = threshold.text.lstrip("+-")
     return ("+" if bad_sign > 0 else "-") + text
+
+
+def _new_judgement(rule: MetricRule, stats: Statistics, look: Look) -> MetricJudgement:
+    return MetricJudgement(
+        name=rule.label,
+        metric=rule.metric,
+        baseline=float("nan"),
+        current=float("nan"),
+        change=float("nan"),
+        threshold=signed_threshold(rule.threshold, rule.bad_sign),
+        unit=rule.threshold.unit.value,
+        bad_sign=rule.bad_sign,
+        gated=rule.gate,
+        status=MetricStatus.PASS,
+        significant=None,
+        p_value=None,
+        test="none",
+        n_baseline=0,
+        n_current=0,
+        alpha=stats.alpha,
+        alpha_look=look.alpha,
+        min_steps=stats.min_steps,
+        threshold_value=rule.threshold.value,
+    )
+
+
+def _to_threshold_unit(threshold: Threshold, log: bool, centre: float, delta: float) -> float:
+    """A difference on the decision scale, in the threshold's unit, at ``centre``."""
+    if log:
+        base = math.exp(centre)
+        if threshold.unit is Unit.RELATIVE:
+            return math.expm1(delta)
+        return base * math.expm1(delta)  # µs
+    if threshold.unit is Unit.RELATIVE:
+        return delta / centre if centre else float("inf")
+    return delta
+
+
+def _metric_value(log: bool, value: float) -> float:
+    return math.exp(value) if log else value
+
+
+def judge_rounds(
+    rule: MetricRule,
+    baseline: RoundValues,
+    current: RoundValues,
+    stats: Statistics,
+    *,
+    history: Sequence[RoundValues] = (),
+    history_left_out: int = 0,
+    look: Look | None = None,
+    log: bool = False,
+) -> MetricJudgement:
+    """Judge one metric on round values (see the module docstring).
+
+    Args:
+        baseline, current: the sides' round values (log values when ``log``).
+        history: older look-back baselines of the same code, nearest first (the
+            ``baseline`` is the nearest and not repeated here).
+        history_left_out: older baselines not used because a step change separates them.
+        look: the α to spend at this look and whether more rounds may follow.
+    """
+    look = look or Look(stats.alpha)
+    threshold = rule.threshold
+    j = _new_judgement(rule, stats, look)
+    j.n_baseline, j.n_current = baseline.rounds, current.rounds
+    j.processes_baseline = len(np.unique(baseline.processes))
+    j.processes_current = len(np.unique(current.processes))
+    j.history_left_out = history_left_out
+    if baseline.rounds == 0 or current.rounds == 0:
+        j.status = MetricStatus.NOT_AVAILABLE
+        return j
+    pooled = _pool([baseline, *history])
+    centre_b, centre_c = pooled.centre(), current.centre()
+    j.baseline = _metric_value(log, baseline.centre())
+    j.current = _metric_value(log, centre_c)
+    sessions = [baseline, *history]
+    j.history_runs = len(sessions)
+    centres = [_metric_value(log, side.centre()) for side in sessions]
+    reference = float(np.median(centres)) if len(centres) >= 2 else j.baseline
+    j.reference = reference
+    j.change = threshold.change(reference, j.current)
+    if threshold.exceeded_by(reference, j.current, rule.bad_sign):
+        j.effect = "bad"
+    elif threshold.exceeded_by(reference, j.current, -rule.bad_sign):
+        j.effect = "good"
+    direction = -rule.bad_sign if j.effect == "good" else rule.bad_sign
+
+    diff = difference(pooled, current)
+    if diff is None:
+        j.test = "effect-only"
+        j.inconclusive = False
+    else:
+        j.test = "t-test on round values"
+        p = diff.p_greater() if direction > 0 else diff.p_less()
+        j.p_value = p
+        j.significant = p < look.alpha
+        scale = centre_b
+        j.noise = abs(_to_threshold_unit(threshold, log, scale, diff.round_noise))
+        if diff.process_noise is not None:
+            j.noise_process = abs(_to_threshold_unit(threshold, log, scale, diff.process_noise))
+        margin = diff.margin(stats.alpha)
+        j.detectable = abs(_to_threshold_unit(threshold, log, scale, margin))
+    if len(centres) >= 2:
+        j.history_low, j.history_high = min(centres), max(centres)
+        edge = j.history_high if direction > 0 else j.history_low
+        # Beyond the spread means clearly beyond: topping the highest of k run medians by a
+        # hair happens to 1 unchanged run in k + 1.
+        beyond = threshold.change(edge, j.current) * direction
+        j.within_history = beyond <= HISTORY_MARGIN * threshold.value
+    _decide(j, diff, look, threshold, rule.bad_sign)
+    return j
+
+
+def _pool(sessions: Sequence[RoundValues]) -> RoundValues:
+    """Several sessions' rounds as one side whose processes are all of theirs."""
+    values: list[np.ndarray] = []
+    processes: list[np.ndarray] = []
+    offset = 0
+    for side in sessions:
+        if not side.rounds:
+            continue
+        labels = side.processes - side.processes.min() + offset
+        values.append(side.values)
+        processes.append(labels)
+        offset = int(labels.max()) + 1
+    if not values:
+        return RoundValues(np.empty(0), np.empty(0, dtype=np.int64))
+    return RoundValues(np.concatenate(values), np.concatenate(processes).astype(np.int64))
+
+
+def _decide(
+    j: MetricJudgement, diff: Difference | None, look: Look, threshold: Threshold, bad_sign: int
+) -> None:
+    if diff is None:
+        # No between-round noise at all (one round a side): the effect alone decides.
+        if j.effect == "bad":
+            j.status = MetricStatus.REGRESSION
+        elif j.effect == "good":
+            j.status = MetricStatus.IMPROVEMENT
+        return
+    if j.effect == "bad" and j.significant and not j.within_history:
+        j.status = MetricStatus.REGRESSION
+        return
+    if j.effect == "good" and j.significant and not j.within_history:
+        j.status = MetricStatus.IMPROVEMENT
+        return
+    # The worst change the data leave plausible, in the bad direction.
+    bad_change = j.change * bad_sign
+    worst = bad_change + (j.detectable or 0.0)
+    if worst <= threshold.value or j.within_history or j.effect == "good":
+        j.status = MetricStatus.PASS
+        return
+    if look.final:
+        j.status = MetricStatus.UNSTABLE
+    else:
+        j.inconclusive = True
+
+
+def judge_steps(
+    rule: MetricRule,
+    baseline_samples: Sequence[float | None],
+    current_samples: Sequence[float | None],
+    stats: Statistics,
+) -> MetricJudgement:
+    """Judge one metric on the per-step samples of two single runs (no rounds): the steps
+    are the replicates, and the between-run noise is unknown (the report says so)."""
+    base = clean(baseline_samples)
+    cur = clean(current_samples)
+    threshold = rule.threshold
+    j = _new_judgement(rule, stats, Look(stats.alpha))
+    j.n_baseline, j.n_current = int(base.size), int(cur.size)
+    if base.size == 0 or cur.size == 0:
+        j.status = MetricStatus.NOT_AVAILABLE
+        return j
+    j.baseline, j.current = float(np.median(base)), float(np.median(cur))
+    j.reference = j.baseline
+    j.change = threshold.change(j.baseline, j.current)
+    if threshold.exceeded_by(j.baseline, j.current, rule.bad_sign):
+        j.effect = "bad"
+    elif threshold.exceeded_by(j.baseline, j.current, -rule.bad_sign):
+        j.effect = "good"
+    direction = -rule.bad_sign if j.effect == "good" else rule.bad_sign
+    enough = (
+        min(base.size, cur.size) >= stats.min_steps
+        and min_attainable_p(base.size, cur.size) < stats.alpha
+    )
+    if not enough:
+        j.test = "effect-only"
+    else:
+        j.p_value = mann_whitney_p(cur, base, greater=direction > 0)
+        j.significant = j.p_value < stats.alpha
+        j.test = "mann-whitney-u on steps"
+    significant = j.significant is not False
+    if j.effect == "bad" and significant:
+        j.status = MetricStatus.REGRESSION
+    elif j.effect == "good" and significant:
+        j.status = MetricStatus.IMPROVEMENT
+    return j
 
 
 @dataclass
@@ -385,6 +505,13 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     # Median change of each breakdown column (µs per step, profiled steps).
     breakdown_delta_us: dict[str, float] = field(default_factory=dict)
+    # Median change of the profiled step time (µs): what operator shares are shares of.
+    step_delta_us: float | None = None
+
+    @property
+    def inconclusive(self) -> bool:
+        """More rounds could decide what this look could not."""
+        return any(m.inconclusive for m in self.metrics if m.gated)
 
     def explaining_operators(self, metric: str, limit: int = 3) -> list[OperatorDelta]:
         """The operators that grew most (for copy / comm ratio: copy / comm tasks only),
@@ -422,6 +549,68 @@ class Comparison:
         ]
 
 
+def side_rounds(record: RunRecord, metric: str) -> RoundValues:
+    """A record's round values of ``metric``: step time from its timed rounds (log scale),
+    the other metrics from its profiled passes (one value per pass, each its own process)."""
+    if metric == "step_time_us":
+        timing = record.get("timing")
+        if timing:
+            return round_values(
+                timing["step_time_us"], timing.get("round"), timing.get("process"), log=True
+            )
+        samples = record["samples"]
+        process = samples.get("process")
+        return round_values(samples.get(metric, []), process, process, log=True)
+    samples = record["samples"]
+    process = samples.get("process")
+    return round_values(samples.get(metric, []), process, process)
+
+
+def step_samples(record: RunRecord, metric: str) -> list[float | None]:
+    """The per-step samples of ``metric`` the decision judges (step time: the timed steps)."""
+    timing = record.get("timing")
+    if metric == "step_time_us" and timing:
+        return list(timing["step_time_us"])
+    return list(record["samples"].get(metric, []))
+
+
+def look_back(
+    sessions: Sequence[RoundValues], rule: MetricRule, stats: Statistics, log: bool
+) -> int:
+    """How many of ``sessions`` (baselines, nearest first) measured the nearest one's code.
+
+    Walking back, a baseline *deviates* when its centre lies beyond the threshold from the
+    median of those kept so far, significantly. The walk stops at a deviation that the next
+    older baseline confirms (it deviates too, or there is none): a step change, intended
+    (it passed review), so not noise — it never widens the look-back's spread. A deviation
+    the next one does not confirm is the runner's own back and forth (a run that landed in
+    a slower mode) and stays, as noise."""
+    if not sessions:
+        return 0
+    kept = [sessions[0]]
+
+    def deviates(session: RoundValues) -> bool:
+        if session.rounds == 0:
+            return True
+        centre = float(np.median([_metric_value(log, k.centre()) for k in kept]))
+        value = _metric_value(log, session.centre())
+        moved = rule.threshold.exceeded_by(centre, value, +1) or rule.threshold.exceeded_by(
+            centre, value, -1
+        )
+        if not moved:
+            return False
+        diff = difference(_pool(kept), session)
+        return diff is None or min(diff.p_greater(), diff.p_less()) < stats.alpha
+
+    for index in range(1, len(sessions)):
+        if deviates(sessions[index]):
+            following = sessions[index + 1] if index + 1 < len(sessions) else None
+            if following is None or deviates(following):
+                break
+        kept.append(sessions[index])
+    return len(kept)
+
+
 def compare_runs(
     baseline: RunRecord,
     current: RunRecord,
@@ -430,13 +619,17 @@ def compare_runs(
     history: Sequence[RunRecord] = (),
     baseline_info: dict[str, Any] | None = None,
     current_info: dict[str, Any] | None = None,
+    look: Look | None = None,
 ) -> Comparison:
     """Compare two run records under one benchmark's rules.
 
-    ``history``: look-back baseline records, nearest first, ``baseline`` included; their
-    per-run medians estimate the between-run spread. Without it, the baseline alone.
+    ``history``: look-back baseline records, nearest first, ``baseline`` included; those of
+    the same code (:func:`look_back`) join the baseline side. ``look``: this look of a
+    group-sequential comparison (default: the only look, all of α).
     """
-    history = history or [baseline]
+    history = list(history) or [baseline]
+    if history[0] is not baseline:
+        history = [baseline, *history]
     comparison = Comparison(
         benchmark=str(current.get("benchmark") or baseline.get("benchmark")),
         verdict=Verdict.PASS,
@@ -447,30 +640,40 @@ def compare_runs(
         baseline.get("fingerprint", {}), current.get("fingerprint", {})
     )
     comparison.warnings.extend(f"environment differs (soft): {line}" for line in soft)
-    base_samples, cur_samples = baseline["samples"], current["samples"]
+    stats = rules.statistics
     for rule in rules.metrics.values():
-        if not rule.gate and not (base_samples.get(rule.metric) and cur_samples.get(rule.metric)):
-            continue
-        history_medians = [sample_median(h["samples"].get(rule.metric, [])) for h in history]
-        comparison.metrics.append(
-            judge_metric(
-                rule,
-                base_samples.get(rule.metric, []),
-                cur_samples.get(rule.metric, []),
-                rules.statistics,
-                history_medians,
-            )
+        base_steps, cur_steps = (
+            step_samples(baseline, rule.metric),
+            step_samples(current, rule.metric),
         )
+        if not rule.gate and not (clean(base_steps).size and clean(cur_steps).size):
+            continue
+        log = rule.metric == "step_time_us"
+        sessions = [side_rounds(h, rule.metric) for h in history]
+        cur = side_rounds(current, rule.metric)
+        base = sessions[0]
+        if base.rounds <= 1 and cur.rounds <= 1:
+            judgement = judge_steps(rule, base_steps, cur_steps, stats)
+        else:
+            kept = look_back(sessions, rule, stats, log)
+            judgement = judge_rounds(
+                rule,
+                base,
+                cur,
+                stats,
+                history=sessions[1:kept],
+                history_left_out=len(sessions) - kept,
+                look=look,
+                log=log,
+            )
+        comparison.metrics.append(judgement)
+    base_samples, cur_samples = baseline["samples"], current["samples"]
     # Operator times come from the profiled steps: explain them against the profiled step
-    # time when both sides have it (the gated step time may be an unprofiled one).
-    step_key = (
-        "profiled_step_time_us"
-        if base_samples.get("profiled_step_time_us") and cur_samples.get("profiled_step_time_us")
-        else "step_time_us"
+    # time.
+    step_delta = sample_median(cur_samples.get("step_time_us", [])) - sample_median(
+        base_samples.get("step_time_us", [])
     )
-    step_delta = sample_median(cur_samples.get(step_key, [])) - sample_median(
-        base_samples.get(step_key, [])
-    )
+    comparison.step_delta_us = step_delta if not math.isnan(step_delta) else None
     comparison.breakdown_delta_us = {
         name: round(delta, 3)
         for name in BREAKDOWN_PARTS
@@ -484,7 +687,7 @@ def compare_runs(
         current.get("operators", []),
         step_delta if not math.isnan(step_delta) else 0.0,
         rules.operators,
-        rules.statistics.alpha,
+        stats.alpha,
     )
     comparison.verdict = _verdict(comparison, hard)
     return comparison

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import mannwhitneyu, norm
+from scipy.stats import t as student_t
 
 FloatArray = npt.NDArray[np.float64]
 Samples = Sequence[float | None] | FloatArray
@@ -74,3 +76,163 @@ def one_sided_mann_whitney_p(current: FloatArray, baseline: FloatArray) -> float
 def min_attainable_p(n_baseline: int, n_current: int) -> float:
     """The smallest one-sided exact Mann–Whitney p-value these sample sizes allow."""
     return 1.0 / math.comb(n_baseline + n_current, n_baseline)
+
+
+# --------------------------------------------------------------------------- rounds
+
+
+@dataclass(frozen=True)
+class RoundValues:
+    """One side's round statistics (one value per round, on the decision scale) and the
+    process each round ran in."""
+
+    values: FloatArray
+    processes: npt.NDArray[np.int64]
+
+    @property
+    def rounds(self) -> int:
+        return int(self.values.size)
+
+    def process_means(self) -> FloatArray:
+        """The mean of each process's rounds, in process order."""
+        return np.asarray(
+            [self.values[self.processes == p].mean() for p in np.unique(self.processes)],
+            dtype=np.float64,
+        )
+
+    def centre(self) -> float:
+        """Each process weighs the same: the mean of the process means."""
+        return float(self.process_means().mean()) if self.values.size else float("nan")
+
+
+def round_values(
+    values: Samples,
+    rounds: Samples | Sequence[int] | None = None,
+    processes: Samples | Sequence[int] | None = None,
+    *,
+    log: bool = False,
+) -> RoundValues:
+    """The median of each round's steps (``values`` per step, ``rounds``/``processes`` the
+    round and process of each step; without them, all steps are one round of process 0),
+    on a log scale when ``log``. Rounds with no value are left out."""
+    array = np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    n = array.size
+    round_ids = np.asarray(rounds if rounds is not None else np.zeros(n), dtype=np.int64)
+    process_ids = np.asarray(processes if processes is not None else np.zeros(n), dtype=np.int64)
+    keys = sorted(set(zip(process_ids.tolist(), round_ids.tolist())))
+    medians, owners = [], []
+    for process, round_id in keys:
+        chosen = array[(process_ids == process) & (round_ids == round_id)]
+        chosen = chosen[~np.isnan(chosen)]
+        if log:
+            chosen = chosen[chosen > 0]
+        if chosen.size:
+            median = float(np.median(chosen))
+            medians.append(math.log(median) if log else median)
+            owners.append(process)
+    return RoundValues(np.asarray(medians, dtype=np.float64), np.asarray(owners, dtype=np.int64))
+
+
+def _labels(labels: Samples | Sequence[int] | None, n: int) -> npt.NDArray[np.int64]:
+    """Round or process labels as ints (missing: 0; JSON may hand them over as floats)."""
+    if labels is None or len(labels) != n:
+        return np.zeros(n, dtype=np.int64)
+    return np.asarray([0 if v is None else int(v) for v in labels], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``current − baseline`` of two sides' centres, with its standard error and degrees of
+    freedom, and the noise figures it rests on (all on the decision scale)."""
+
+    estimate: float
+    se: float
+    df: float
+    round_noise: float  # SD of one round around its process's mean (None-free: 0 if unknown)
+    process_noise: float | None  # SD of the process effect; None when no side has 2 processes
+    rounds_df: int  # degrees of freedom of round_noise
+
+    def p_greater(self) -> float:
+        """One-sided p-value that the true difference is above 0."""
+        if self.se <= 0:
+            return 0.0 if self.estimate > 0 else 1.0
+        return float(student_t.sf(self.estimate / self.se, self.df))
+
+    def p_less(self) -> float:
+        if self.se <= 0:
+            return 0.0 if self.estimate < 0 else 1.0
+        return float(student_t.cdf(self.estimate / self.se, self.df))
+
+    def margin(self, alpha: float) -> float:
+        """The one-sided (1 − α) margin: a change beyond ``estimate ± margin`` is excluded."""
+        if self.se <= 0:
+            return 0.0
+        return float(student_t.isf(alpha, self.df) * self.se)
+
+
+def difference(
+    baseline: RoundValues, current: RoundValues, history: Sequence[RoundValues] = ()
+) -> Difference | None:
+    """The difference of the centres under a two-level model: rounds vary around their
+    process's mean (round noise σ), process means vary around the code's true value
+    (process noise τ: thread placement, memory layout, the neighbours of that run).
+
+    σ² is pooled from the rounds of every process of both sides (and of ``history``, the
+    look-back baselines of the same code); τ² from the spread of process means within each
+    side, less what σ explains. The variance of a side's centre is (τ² + σ²/n)/P for P
+    processes of n rounds. Degrees of freedom: those of the estimate that dominates.
+    None when neither noise can be estimated (one round a side).
+    """
+    sides = [baseline, current, *history]
+    within_ss, within_df = 0.0, 0
+    between_ss, between_df = 0.0, 0
+    sizes: list[float] = []
+    for side in sides:
+        means = []
+        for process in np.unique(side.processes):
+            values = side.values[side.processes == process]
+            within_ss += float(((values - values.mean()) ** 2).sum())
+            within_df += values.size - 1
+            means.append(values.mean())
+            sizes.append(values.size)
+        if len(means) >= 2:
+            between_ss += float(((np.asarray(means) - np.mean(means)) ** 2).sum())
+            between_df += len(means) - 1
+    if baseline.rounds == 0 or current.rounds == 0 or (within_df == 0 and between_df == 0):
+        return None
+    sigma2 = within_ss / within_df if within_df else 0.0
+    mean_size = float(np.mean(sizes))
+    spread = between_ss / between_df if between_df else None
+    tau2 = max(spread - sigma2 / mean_size, 0.0) if spread is not None else None
+    shape = [
+        (len(np.unique(side.processes)), side.rounds / len(np.unique(side.processes)))
+        for side in (baseline, current)
+    ]
+    if spread is not None and tau2:
+        # V = Σ (τ² + σ²/n)/P with τ² = S² − σ²/n̄: a sum of the two variance estimates,
+        # whose degrees of freedom come from Satterthwaite's formula.
+        c_spread = sum(1 / p for p, _ in shape)
+        c_sigma = sum((1 / n - 1 / mean_size) / p for p, n in shape)
+        variance = c_spread * spread + c_sigma * sigma2
+        terms = (c_spread * spread) ** 2 / between_df
+        if within_df:
+            terms += (c_sigma * sigma2) ** 2 / within_df
+        df = variance**2 / terms if terms else float(between_df)
+    else:
+        variance = sum(sigma2 / (n * p) for p, n in shape)
+        df = float(within_df or between_df)
+    return Difference(
+        estimate=current.centre() - baseline.centre(),
+        se=math.sqrt(max(variance, 0.0)),
+        df=max(df, 1.0),
+        round_noise=math.sqrt(sigma2),
+        process_noise=math.sqrt(tau2) if tau2 is not None else None,
+        rounds_df=within_df,
+    )
+
+
+def spending_pocock(alpha: float, fraction: float) -> float:
+    """Lan–DeMets Pocock-type α spending: the share of ``alpha`` spent by information
+    ``fraction`` (0..1) of a group-sequential test."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    return alpha * math.log(1 + (math.e - 1) * fraction)

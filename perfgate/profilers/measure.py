@@ -4,12 +4,14 @@ record. No pytest here: the plugin's fixture calls these and decides what to do 
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,17 @@ def device_synchronize() -> Callable[[], None]:
     return lambda: None
 
 
+def accelerator() -> str | None:
+    """``npu`` or ``cuda`` when torch in this process drives one, else None (the CPU)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    npu = getattr(torch, "npu", None)
+    if npu is not None and getattr(npu, "is_available", lambda: False)():
+        return "npu"
+    return "cuda" if torch.cuda.is_available() else None
+
+
 def time_steps(step: StepFn, steps: int) -> list[float]:
     """Wall time of each of ``steps`` calls of ``step``, in µs."""
     timings = []
@@ -103,6 +116,45 @@ def time_steps(step: StepFn, steps: int) -> list[float]:
         step()
         timings.append((time.perf_counter_ns() - start) / 1e3)
     return timings
+
+
+@dataclass
+class Timing:
+    """Timed steps in rounds: the ``timing`` table of a run record."""
+
+    step_time_us: list[float] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    process: int = 0
+
+    @property
+    def round_count(self) -> int:
+        return len(set(self.rounds))
+
+    def measure(self, step: StepFn, steps: int, warmup: int, rounds: int) -> None:
+        """Measure ``rounds`` more rounds: each re-warms (``warmup`` steps), collects
+        garbage, then times ``steps`` steps."""
+        first = max(self.rounds, default=-1) + 1
+        for index in range(first, first + rounds):
+            for _ in range(warmup):
+                step()
+            gc.collect()
+            self.step_time_us.extend(round(t, 3) for t in time_steps(step, steps))
+            self.rounds.extend([index] * steps)
+
+    def add_run(self, times: Sequence[float]) -> None:
+        """One more round from a run of its own (a command's process)."""
+        index = max(self.rounds, default=-1) + 1
+        self.step_time_us.extend(round(t, 3) for t in times)
+        self.rounds.extend([index] * len(times))
+
+    def table(self, *, one_process_per_round: bool = False) -> dict[str, list[float | None]]:
+        """The ``timing`` table; each round its own process for runs of a command."""
+        processes = self.rounds if one_process_per_round else [self.process] * len(self.rounds)
+        return {
+            "step_time_us": list(self.step_time_us),
+            "round": [float(r) for r in self.rounds],
+            "process": [float(p) for p in processes],
+        }
 
 
 def profile_steps(step: StepFn, steps: int, profiler: str, out: Path) -> Profile:

@@ -3,9 +3,10 @@ regression. Measuring is :mod:`perfgate.profilers.measure`'s, deciding is the ga
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -13,7 +14,7 @@ import pytest
 
 from perfgate.analysis.compare import Comparison
 from perfgate.errors import ConfigError, PerfgateError
-from perfgate.profilers import measure
+from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, benchmark_name
 from perfgate.records import RunRecord
 from perfgate.report.results import BenchmarkResult
@@ -82,12 +83,16 @@ class Benchmark:
         warmup: int | None = None,
         **parameters: Any,
     ) -> BenchmarkResult:
-        """Run ``warmup`` steps, time ``steps`` steps unprofiled, profile ``steps`` more,
-        compare with the baseline (or record it with ``--perfgate-update``).
+        """Measure ``step_fn`` in rounds and compare with the baseline (or, with
+        ``--perfgate-update``, record it).
 
-        The gated step time comes from the unprofiled steps, so the profiler's own overhead
-        does not leak into it; utilization, copy ratio and the operator table come from the
-        profiled steps. ``parameters`` (batch size, shapes…) are stored with the baseline.
+        A round re-warms (``warmup`` steps) and times ``steps`` steps unprofiled: the gated
+        step time. ``statistics.rounds`` rounds are measured, and more (up to
+        ``statistics.max_rounds``) while the comparison cannot decide. One more pass of
+        ``steps`` steps runs under the profiler for utilization, copy ratio and the
+        operator table. On the CPU the rounds run with one torch thread on one CPU
+        (``measure:`` in perfgate.yaml). ``parameters`` (batch size, shapes…) are stored
+        with the baseline.
         """
         steps = int(steps if steps is not None else self.default_steps or 20)
         warmup = int(warmup if warmup is not None else self.default_warmup or 3)
@@ -96,6 +101,8 @@ class Benchmark:
                 f"perfgate.run: steps must be >= 1 and warmup >= 0 "
                 f"(got steps={steps}, warmup={warmup})"
             )
+        stats = self.rules.statistics
+        clock = measure.PhaseClock()
         try:
             profiler = measure.resolve_in_process_profiler(self.session.profiler)
             sync = measure.device_synchronize()
@@ -104,43 +111,75 @@ class Benchmark:
                 step_fn()
                 sync()
 
-            clock = measure.PhaseClock()
-            for _ in range(warmup):
-                step()
-            clock.lap("warmup")
-            timings = measure.time_steps(step, steps)
-            clock.lap("timed_steps")
-            record = self._profiled_record(step, steps, profiler, timings, clock)
+            threads, pin_cpu = self._quieting()
+            with runner.pinned(threads, pin_cpu) as pinning:
+                meter = runner.LoadMeter()
+                meter.start()
+                timing = measure.Timing(process=self.session.process)
+                timing.measure(step, steps, warmup, stats.rounds)
+                clock.lap("timed_rounds")
+                record = self._profiled_record(step, steps, profiler, clock)
+                self._attach(record, timing, pinning, meter.stop())
+                record["parameters"] = {
+                    "steps": steps,
+                    "warmup": warmup,
+                    "profiler": profiler,
+                    **parameters,
+                }
+
+                def more_rounds() -> RunRecord:
+                    meter.start()
+                    timing.measure(step, steps, warmup, stats.rounds)
+                    clock.lap("timed_rounds")
+                    self._attach(record, timing, pinning, meter.stop())
+                    return record
+
+                return self._finish(record, clock.laps, more_rounds)
         except PerfgateError as exc:
             _fail(f"perfgate: {self.name}: {exc}")
-        record["parameters"] = {
-            "steps": steps,
-            "warmup": warmup,
-            "profiler": profiler,
-            **parameters,
-        }
-        return self._finish(record, clock.laps)
+
+    def _quieting(self) -> tuple[int | None, bool]:
+        """torch threads and CPU pinning for the rounds: ``auto`` quietens CPU runs only (on
+        an accelerator the host threads feed the device, and pinning could starve them)."""
+        settings = self.session.settings.measure
+        on_cpu = measure.accelerator() is None
+        threads = settings.threads
+        pin = settings.pin_cpu
+        return (
+            (1 if on_cpu else None) if threads == "auto" else int(threads),
+            on_cpu if pin == "auto" else bool(pin),
+        )
 
     def _profiled_record(
-        self,
-        step: measure.StepFn,
-        steps: int,
-        profiler: str,
-        timings: list[float],
-        clock: measure.PhaseClock,
+        self, step: measure.StepFn, steps: int, profiler: str, clock: measure.PhaseClock
     ) -> RunRecord:
         configured_env = self.session.settings.baseline.env
         if profiler == "none":
-            return measure.timing_record(timings, self.name, configured_env, "none")
+            return measure.timing_record([], self.name, configured_env, "none")
         profile = measure.profile_steps(step, steps, profiler, self.session.profile_dir(self.name))
         clock.lap("profiled_steps")
         record = measure.record_from_profile(profile, self.name, configured_env)
         clock.lap("analysis")
-        samples = record["samples"]
-        # Gate the unprofiled step time; keep the profiled one for the breakdown.
-        samples["profiled_step_time_us"] = samples["step_time_us"]
-        samples["step_time_us"] = [round(t, 3) for t in timings]
         return record
+
+    def _attach(
+        self,
+        record: RunRecord,
+        timing: measure.Timing,
+        pinning: runner.Pinning,
+        load: runner.Load | None,
+        *,
+        one_process_per_round: bool = False,
+    ) -> None:
+        """Put the rounds, the process of the profiled pass and the runner's state into
+        the record."""
+        record["timing"] = timing.table(one_process_per_round=one_process_per_round)
+        samples = record["samples"]
+        column = next(iter(samples.values()), [])
+        samples["process"] = [float(self.session.process)] * len(column)
+        record.setdefault("fingerprint", {}).update(pinning.fingerprint())
+        if load is not None:
+            record["runner"] = {"load": load.as_dict()}  # type: ignore[typeddict-unknown-key]
 
     # ------------------------------------------------------------------ command
 
@@ -154,16 +193,30 @@ class Benchmark:
         **parameters: Any,
     ) -> BenchmarkResult:
         """Run ``argv`` (a training or inference script that marks its steps with
-        :func:`perfgate.marks.step`) under msprof — or, without msprof, time its steps."""
+        :func:`perfgate.marks.step`) once per round — every round a fresh process — and,
+        with msprof on the runner, once more under msprof for the device metrics and the
+        operator table."""
         argv = [str(a) for a in argv]
         child_env = {**os.environ, **(env or {})}
         out = self.session.profile_dir(self.name)
         configured_env = self.session.settings.baseline.env
+        stats = self.rules.statistics
         clock = measure.PhaseClock()
         try:
             profiler = measure.resolve_command_profiler(
                 self.session.profiler, child_env.get("PATH")
             )
+            pinning = runner.Pinning(threads=None, cpus=None)
+            meter = runner.LoadMeter()
+            meter.start()
+            timing = measure.Timing(process=self.session.process)
+
+            def run_rounds(count: int) -> None:
+                for _ in range(count):
+                    timing.add_run(measure.marked_step_times(argv, out, child_env, cwd, timeout))
+                clock.lap("timed_rounds")
+
+            run_rounds(stats.rounds)
             if profiler == "msprof":
                 from perfgate.profilers.msprof import load_msprof_run, run_under_msprof
 
@@ -174,45 +227,37 @@ class Benchmark:
                 )
                 clock.lap("analysis")
             else:
-                timings = measure.marked_step_times(argv, out, child_env, cwd, timeout)
-                clock.lap("timed_steps")
-                record = measure.timing_record(timings, self.name, configured_env, "none")
+                record = measure.timing_record([], self.name, configured_env, "none")
+            self._attach(record, timing, pinning, meter.stop(), one_process_per_round=True)
+            record["parameters"] = {"command": argv, "profiler": profiler, **parameters}
+
+            def more_rounds() -> RunRecord:
+                meter.start()
+                run_rounds(stats.rounds)
+                self._attach(record, timing, pinning, meter.stop(), one_process_per_round=True)
+                return record
+
+            return self._finish(record, clock.laps, more_rounds)
         except PerfgateError as exc:
             _fail(f"perfgate: {self.name}: {exc}")
-        record["parameters"] = {"command": argv, "profiler": profiler, **parameters}
-        return self._finish(record, clock.laps)
 
     # ------------------------------------------------------------------ verdict
 
-    def _finish(self, record: RunRecord, laps: dict[str, float]) -> BenchmarkResult:
-        from perfgate.gate import StoreLookup, gate_against_store, record_baselines
-
+    def _finish(
+        self,
+        record: RunRecord,
+        laps: dict[str, float],
+        more_rounds: Callable[[], RunRecord],
+    ) -> BenchmarkResult:
         session = self.session
         record["commit"] = session.commit.get("commit")
+        if session.measure_only:
+            session.write_record(record)
+            return self._keep(BenchmarkResult(record=record, timings_s=laps))
         if session.update:
-            try:
-                [path] = record_baselines(
-                    [record], session.settings, session.rootdir, allow_dirty=session.allow_dirty
-                )
-            except PerfgateError as exc:
-                _fail(f"perfgate: {exc}")
-            return self._keep(BenchmarkResult(record=record, timings_s=laps, recorded=path))
+            return self._record_baseline(record, laps, more_rounds)
         gate_started = time.perf_counter()
-        try:
-            [comparison] = gate_against_store(
-                [record],
-                session.settings,
-                StoreLookup(repo_dir=session.rootdir, baseline_ref=session.baseline_ref),
-                rules={self.name: self.rules},
-            )
-        except PerfgateError as exc:
-            comparison = Comparison(
-                benchmark=self.name,
-                verdict=Verdict.NO_BASELINE,
-                baseline={"commit": None},
-                current={"commit": record.get("commit")},
-                notes=[f"no baseline lookup: {exc}"],
-            )
+        comparison = self._gate(record, more_rounds)
         laps["gate"] = round(time.perf_counter() - gate_started, 4)
         result = self._keep(BenchmarkResult(record=record, timings_s=laps, comparison=comparison))
         if fails(comparison.verdict, session.strict):
@@ -221,10 +266,122 @@ class Benchmark:
             _fail(render_table([comparison]))
         return result
 
+    def _gate(self, record: RunRecord, more_rounds: Callable[[], RunRecord]) -> Comparison:
+        """Compare with the stored baseline; while inconclusive, measure more rounds and
+        look again, spending α over the looks (Lan–DeMets, Pocock type)."""
+        from perfgate.analysis.compare import Look
+        from perfgate.analysis.statistics import spending_pocock
+        from perfgate.gate import StoreLookup, gate_against_store
+
+        session = self.session
+        stats = self.rules.statistics
+        started = time.perf_counter()
+        spent = 0.0
+        while True:
+            rounds = len(set(record["timing"]["round"])) if record.get("timing") else 1
+            fraction = min(rounds / stats.max_rounds, 1.0)
+            out_of_time = time.perf_counter() - started > stats.max_seconds
+            final = rounds + stats.rounds > stats.max_rounds or out_of_time
+            cumulative = stats.alpha if final else spending_pocock(stats.alpha, fraction)
+            look = Look(alpha=max(cumulative - spent, 0.0), final=final)
+            spent = cumulative
+            try:
+                [comparison] = gate_against_store(
+                    [record],
+                    session.settings,
+                    StoreLookup(repo_dir=session.rootdir, baseline_ref=session.baseline_ref),
+                    rules={self.name: self.rules},
+                    look=look,
+                )
+            except PerfgateError as exc:
+                return Comparison(
+                    benchmark=self.name,
+                    verdict=Verdict.NO_BASELINE,
+                    baseline={"commit": None},
+                    current={"commit": record.get("commit")},
+                    notes=[f"no baseline lookup: {exc}"],
+                )
+            if final or not comparison.inconclusive:
+                return comparison
+            record = more_rounds()
+
+    def _record_baseline(
+        self,
+        record: RunRecord,
+        laps: dict[str, float],
+        more_rounds: Callable[[], RunRecord],
+    ) -> BenchmarkResult:
+        """Record this benchmark's baseline from this process and the others the session
+        ran; re-measure while its rounds are too noisy, and say so if they stay that way."""
+        from perfgate.gate import record_baselines
+
+        session = self.session
+        stats = self.rules.statistics
+        noise = _round_noise(record)
+        while noise is not None and noise > stats.max_cv and _rounds(record) < stats.max_rounds:
+            record = more_rounds()
+            noise = _round_noise(record)
+        merged = merge_processes(record, session.other_processes(self.name))
+        notes = list(merged.get("notes", []))
+        notes.extend(session.process_problems)
+        if noise is not None and noise > stats.max_cv:
+            notes.append(
+                f"baseline recorded with runner noise ±{noise:.1%} between rounds (more than "
+                f"{stats.max_cv:.0%}) after {_rounds(record)} rounds: comparisons with it will "
+                "say unstable for small changes; record it again on a quieter runner"
+            )
+        merged["notes"] = notes
+        try:
+            [path] = record_baselines(
+                [merged], session.settings, session.rootdir, allow_dirty=session.allow_dirty
+            )
+        except PerfgateError as exc:
+            _fail(f"perfgate: {exc}")
+        return self._keep(BenchmarkResult(record=merged, timings_s=laps, recorded=path))
+
     def _keep(self, result: BenchmarkResult) -> BenchmarkResult:
         self.session.results.append(result)
         self.result = result
         return result
+
+
+def _rounds(record: RunRecord) -> int:
+    timing = record.get("timing")
+    return len(set(timing["round"])) if timing else 1
+
+
+def _round_noise(record: RunRecord) -> float | None:
+    """The spread of one round's step time (relative), from the record's rounds."""
+    from perfgate.analysis.compare import side_rounds
+    from perfgate.analysis.statistics import difference
+
+    rounds = side_rounds(record, "step_time_us")
+    if rounds.rounds < 2:
+        return None
+    diff = difference(rounds, rounds)
+    return math.expm1(diff.round_noise) if diff is not None else None
+
+
+def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord:
+    """One record of a benchmark measured in several processes: this one's operators and
+    metadata, everyone's rounds and profiled passes (each labelled with its process)."""
+    merged: RunRecord = {**record}
+    timing = _concatenate([r.get("timing") or {} for r in (record, *others)])
+    if timing:
+        merged["timing"] = timing
+    merged["samples"] = _concatenate([r["samples"] for r in (record, *others)])
+    return merged
+
+
+def _concatenate(tables: Sequence[dict[str, list[float | None]]]) -> dict[str, list[float | None]]:
+    """Tables of per-step columns one after the other; a column a table lacks is None there."""
+    names = list(dict.fromkeys(name for table in tables for name in table))
+    out: dict[str, list[float | None]] = {name: [] for name in names}
+    for table in tables:
+        size = len(next(iter(table.values()))) if table else 0
+        for name in names:
+            out[name].extend(table.get(name, [None] * size))
+    return out
 
 
 def _fail(message: str) -> NoReturn:

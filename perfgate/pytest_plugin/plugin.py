@@ -9,6 +9,7 @@ than pytest is imported.
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -68,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Markdown report. Default: <out>/summary.md (and appended to "
         "$GITHUB_STEP_SUMMARY when set)",
     )
+    # Internal: a session that measures one more process for another (--perfgate-update).
+    group.addoption("--perfgate-process", type=int, default=0, help=argparse.SUPPRESS)
+    group.addoption("--perfgate-records", default=None, help=argparse.SUPPRESS)
     parser.addini(
         "perfgate_profiler",
         "default profiler for --perfgate (auto, torch, torch_npu, msprof, none)",
@@ -106,6 +110,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     if getattr(config, "workerinput", None) is None:
         session.clear_partials()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    perfgate_session = config.stash.get(SESSION_KEY, None)
+    if (
+        perfgate_session is None
+        or not perfgate_session.update
+        or perfgate_session.measure_only
+        or getattr(config, "workerinput", None) is not None
+    ):
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    write = reporter.write_line if reporter is not None else print
+    perfgate_session.spawn_processes(config, write)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ import pytest
 
 from perfgate.config import load_settings
 from perfgate.errors import PerfgateError
+from perfgate.records import RunRecord
 from perfgate.report.results import (
     BenchmarkResult,
     results_document,
@@ -40,6 +44,18 @@ class PerfgateSession:
     results: list[BenchmarkResult] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # benchmark name → test node id
     report_error: str | None = None  # why the reports could not be written
+    # Which process of a multi-process measurement this session is (0: the one the user
+    # started), and where a measuring-only session leaves each benchmark's record.
+    process: int = 0
+    records_dir: Path | None = None
+    # --perfgate-update: the other processes' record folders, and what went wrong in them.
+    process_dirs: list[Path] = field(default_factory=list)
+    process_problems: list[str] = field(default_factory=list)
+
+    @property
+    def measure_only(self) -> bool:
+        """A session started by another to measure one more process: no gate, no reports."""
+        return self.records_dir is not None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfgateSession:
@@ -70,7 +86,12 @@ class PerfgateSession:
                 strict_option if strict_option is not None else config.getini("perfgate_strict")
             ),
             baseline_ref=config.getoption("perfgate_baseline_ref"),
+            process=int(config.getoption("perfgate_process") or 0),
         )
+        records = config.getoption("perfgate_records")
+        if records:
+            session.records_dir = Path(records)
+            session.update = False
         session.commit = session._commit_info()
         if session.baseline_ref:
             from perfgate.store.git import resolve
@@ -108,6 +129,74 @@ class PerfgateSession:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    # ------------------------------------------------------------------ processes
+
+    def spawn_processes(self, config: pytest.Config, write: Any) -> None:
+        """``--perfgate-update``: measure the selected benchmarks in ``processes - 1`` more
+        pytest processes, one after the other, before this one measures them: a baseline then
+        carries the noise between processes, not only between rounds of one."""
+        count = max(
+            [self.settings.rules.statistics.processes]
+            + [rules.statistics.processes for rules in self.settings.benchmarks.values()]
+        )
+        args = list(config.invocation_params.args)
+        for process in range(1, count):
+            folder = self.out_dir / "processes" / str(process)
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            command = [
+                sys.executable,
+                "-m",
+                "pytest",
+                *args,
+                "--perfgate",
+                f"--perfgate-process={process}",
+                f"--perfgate-records={folder / 'records'}",
+                f"--perfgate-out={folder / 'out'}",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+            ]
+            if config.pluginmanager.hasplugin("xdist"):
+                command += ["-n", "0"]  # one process measures at a time
+            write(f"perfgate: measuring in process {process + 1} of {count} for the baselines")
+            env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+            done = subprocess.run(
+                command,
+                cwd=config.invocation_params.dir,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                tail = " | ".join(done.stdout.strip().splitlines()[-3:])
+                self.process_problems.append(
+                    f"process {process + 1} exited with {done.returncode} ({tail})"
+                )
+            self.process_dirs.append(folder / "records")
+
+    def write_record(self, record: RunRecord) -> None:
+        """A measuring-only session leaves each benchmark's record for the one that asked."""
+        assert self.records_dir is not None
+        _write_text(
+            self.records_dir / f"{record['benchmark']}.json",
+            json.dumps(record, allow_nan=False),
+        )
+
+    def other_processes(self, benchmark: str) -> list[RunRecord]:
+        """The records the other processes measured of ``benchmark``."""
+        from perfgate.records import read_json, validate_run
+
+        # An xdist worker was not the one that spawned them: the folders are fixed.
+        folders = self.process_dirs or sorted((self.out_dir / "processes").glob("*/records"))
+        found = []
+        for folder in folders:
+            path = folder / f"{benchmark}.json"
+            if path.is_file():
+                found.append(validate_run(read_json(path, "process record"), str(path)))
+        return found
+
     # ------------------------------------------------------------------ xdist
 
     @property
@@ -138,6 +227,11 @@ class PerfgateSession:
     # ------------------------------------------------------------------ end of session
 
     def write_reports(self) -> None:
+        if self.measure_only:
+            return
+        self._write_reports()
+
+    def _write_reports(self) -> None:
         """Write the results JSON and the Markdown report (also to the job summary).
 
         Raises:

@@ -7,6 +7,7 @@ The JSON document is a public contract (``docs/json.md``); bump
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from tabulate import tabulate
@@ -28,40 +29,18 @@ def overall_verdict(comparisons: Sequence[Comparison]) -> Verdict:
 
 def metric_dict(m: MetricJudgement) -> dict[str, Any]:
     """One metric's judgement as JSON (``docs/json.md``): the facts and the reasons."""
-    return {
-        "name": m.name,
-        "metric": m.metric,
-        "baseline": json_number(m.baseline),
-        "current": json_number(m.current),
-        "change": json_number(m.change),
-        "unit": m.unit,
-        "threshold": m.threshold,
-        "gated": m.gated,
-        "significant": m.significant,
-        "p_value": json_number(m.p_value),
-        "test": m.test,
-        "alpha": m.alpha,
-        "min_steps": m.min_steps,
-        "n_baseline": m.n_baseline,
-        "n_current": m.n_current,
-        "effect": m.effect,
-        "reference": json_number(m.reference),
-        "history": {
-            "runs": m.history_runs,
-            "low": json_number(m.history_low),
-            "high": json_number(m.history_high),
-            "within": m.within_history,
-        },
-        "noise": {
-            "value": json_number(m.noise),
-            "unit": m.noise_unit,
-            "limit": json_number(m.noise_limit),
-            "noisy": m.noisy,
-            "beyond": m.beyond_noise,
-        },
-        "status": m.status.value,
-        "reasons": metric_reasons(m),
+    facts = {
+        f.name: json_number(v) if isinstance(v, float) else v
+        for f in fields(m)
+        if (v := getattr(m, f.name)) is not None or f.name in _NULLABLE
     }
+    facts["status"] = m.status.value
+    facts["reasons"] = metric_reasons(m)
+    return facts
+
+
+# Facts that stay in the JSON as null (a reader can count on the key).
+_NULLABLE = ("significant", "p_value", "effect", "reference", "noise", "detectable")
 
 
 def operator_dict(o: OperatorDelta) -> dict[str, Any]:
@@ -81,6 +60,7 @@ def comparison_dict(c: Comparison, top_operators: int | None = None) -> dict[str
         "warnings": c.warnings,
         "notes": c.notes,
         "breakdown_delta_us": c.breakdown_delta_us,
+        "step_delta_us": json_number(c.step_delta_us),
         "summary": summary_lines(c),
     }
 
@@ -89,45 +69,24 @@ def _float(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+def metric_from_dict(m: dict[str, Any]) -> MetricJudgement:
+    """The inverse of :func:`metric_dict` (unknown keys are ignored, missing ones default)."""
+    known = {f.name for f in fields(MetricJudgement)}
+    values = {k: v for k, v in m.items() if k in known}
+    for name in ("baseline", "current", "change"):
+        values[name] = _float(values.get(name))
+    values["status"] = MetricStatus(m["status"])
+    values.setdefault("bad_sign", 1 if str(m.get("threshold", "+")).startswith("+") else -1)
+    for name in ("significant", "p_value", "test", "n_baseline", "n_current"):
+        values.setdefault(name, None if name in ("significant", "p_value") else 0)
+    values["test"] = values["test"] or "none"
+    return MetricJudgement(**values)
+
+
 def comparison_from_dict(data: dict[str, Any]) -> Comparison:
     """Rebuild a :class:`Comparison` from :func:`comparison_dict` (xdist workers hand their
     results to the controller as JSON; ``perfgate report`` renders a results file again)."""
-    metrics = []
-    for m in data.get("metrics", []):
-        history = m.get("history") or {}
-        noise = m.get("noise") or {}
-        metrics.append(
-            MetricJudgement(
-                name=m["name"],
-                metric=m["metric"],
-                baseline=_float(m.get("baseline")),
-                current=_float(m.get("current")),
-                change=_float(m.get("change")),
-                threshold=m["threshold"],
-                unit=m["unit"],
-                bad_sign=1 if str(m["threshold"]).startswith("+") else -1,
-                gated=bool(m["gated"]),
-                status=MetricStatus(m["status"]),
-                significant=m.get("significant"),
-                p_value=m.get("p_value"),
-                test=m.get("test", "none"),
-                n_baseline=int(m.get("n_baseline", 0)),
-                n_current=int(m.get("n_current", 0)),
-                alpha=float(m.get("alpha", 0.01)),
-                min_steps=int(m.get("min_steps", 10)),
-                effect=m.get("effect"),
-                reference=m.get("reference"),
-                history_runs=int(history.get("runs", 0)),
-                history_low=history.get("low"),
-                history_high=history.get("high"),
-                within_history=bool(history.get("within", False)),
-                noise=noise.get("value"),
-                noise_unit=str(noise.get("unit", "%")),
-                noise_limit=noise.get("limit"),
-                noisy=bool(noise.get("noisy", False)),
-                beyond_noise=bool(noise.get("beyond", False)),
-            )
-        )
+    metrics = [metric_from_dict(m) for m in data.get("metrics", [])]
     operators = [
         OperatorDelta(
             op_type=str(o["op_type"]),
@@ -157,6 +116,7 @@ def comparison_from_dict(data: dict[str, Any]) -> Comparison:
         warnings=list(data.get("warnings", [])),
         notes=list(data.get("notes", [])),
         breakdown_delta_us=dict(data.get("breakdown_delta_us", {})),
+        step_delta_us=data.get("step_delta_us"),
     )
 
 

@@ -5,14 +5,8 @@ metric, and the operators that explain it. Built from the facts the decision kep
 
 from __future__ import annotations
 
-from perfgate.analysis.compare import (
-    UNSTABLE_OVERRIDE,
-    Comparison,
-    MetricJudgement,
-    OperatorDelta,
-)
+from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
 from perfgate.report.format import format_change, format_spread, format_value
-from perfgate.rules import Unit
 from perfgate.verdict import MetricStatus, Verdict
 
 BREAKDOWN_WORDS = {
@@ -37,25 +31,28 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
     if m.history_runs >= 2 and m.effect is not None and m.reference is not None:
         reasons.append(
             f"judged against the median of the last {m.history_runs} baselines "
-            f"({format_value(m.metric, m.reference)}): "
-            f"{format_change(m.reference_change, m.unit)}"
+            f"({format_value(m.metric, m.reference)})"
+        )
+    if m.history_left_out and m.effect is not None:
+        reasons.append(
+            f"{m.history_left_out} older baseline(s) left out of the look-back: a step "
+            "change separates them from this code"
         )
     if m.test == "effect-only":
         reasons.append(
-            f"too few steps for a significance test ({m.n_baseline} baseline, {m.n_current} "
-            f"current; need {m.min_steps} a side): decided on the effect alone"
+            f"too few replicates for a test ({m.n_baseline} baseline, {m.n_current} current): "
+            "decided on the effect alone"
         )
-    if m.history_runs < 2 and m.effect is not None:
-        reasons.append("between-run spread unknown: only one baseline run")
-    if m.noisy and m.noise is not None and m.noise_limit is not None:
-        noisy = noise_clause(m)
-        if m.beyond_noise:
-            reasons.append(f"{noisy}, but the change is beyond {UNSTABLE_OVERRIDE:g}× its spread")
-        else:
-            reasons.append(noisy)
-    if m.effect is not None:
+    elif m.test.startswith("mann-whitney") and m.effect is not None:
+        reasons.append(
+            "steps of single runs as replicates: the noise between runs is unknown "
+            "(pytest --perfgate measures rounds)"
+        )
+    if m.status is MetricStatus.UNSTABLE:
+        reasons.append(noise_clause(m))
+    elif m.effect is not None:
         if m.significant is False and m.p_value is not None:
-            reasons.append(f"not significant (p={m.p_value:.3g} ≥ α={m.alpha:g})")
+            reasons.append(f"not significant (p={m.p_value:.2g} ≥ α={m.alpha_look:.2g})")
         if m.within_history:
             reasons.append(
                 f"within the spread of the last {m.history_runs} baselines "
@@ -65,17 +62,24 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
     return reasons
 
 
+def noise_figures(m: MetricJudgement) -> str:
+    """The measured noise: ``±4.1% between rounds, ±2.0% between processes``."""
+    parts = []
+    if m.noise is not None:
+        parts.append(f"{format_spread(m.noise, m.unit)} between rounds")
+    if m.noise_process:
+        parts.append(f"{format_spread(m.noise_process, m.unit)} between processes")
+    return ", ".join(parts) or "unknown"
+
+
 def noise_clause(m: MetricJudgement) -> str:
-    """ "baseline too noisy to judge: …" with the measured spread and its limit."""
-    assert m.noise is not None and m.noise_limit is not None
-    if m.noise_unit == Unit.POINTS.value:
-        return (
-            f"baseline too noisy to judge: spread {m.noise * 100:.2f}pt exceeds the "
-            f"{m.noise_limit * 100:g}pt limit"
-        )
+    """Why a metric is unstable: the noise measured, what it hides, the remedies."""
+    detectable = format_spread(m.detectable, m.unit) if m.detectable is not None else "unknown"
     return (
-        f"baseline too noisy to judge: robust CV {format_spread(m.noise, m.noise_unit)} "
-        f"> {m.noise_limit:.0%}"
+        f"runner noise {noise_figures(m)} exceeds the {m.threshold} limit: only a change "
+        f"beyond {detectable} is distinguishable after {m.n_current} rounds; remedies: more "
+        "rounds (statistics.max_rounds), a same-runner A/B run (perfgate ab), a quieter "
+        "runner, or a larger threshold"
     )
 
 

@@ -1,0 +1,167 @@
+"""A quieter runner for the measured rounds, and a measure of how busy it was.
+
+* :func:`pinned` holds torch's intra-op threads and the process's CPU affinity fixed while
+  rounds run (as asv's ``--cpu-affinity`` and pyperf's tuning do): on a shared 2-vCPU runner
+  torch's default threads turn a 1.5 ms step into 15 ms with 100 ms outliers, and one
+  thread on one core gives back 1.5 ms.
+* :class:`LoadMeter` reads ``/proc/stat`` around the rounds: how much CPU the *other*
+  processes used meanwhile (and the hypervisor's steal), so a report can say "the runner was
+  busy" instead of blaming the code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_PROC_STAT = "/proc/stat"
+# Fields of a /proc/stat cpu line: user nice system idle iowait irq softirq steal …
+_IDLE_FIELDS = (3, 4)
+_STEAL_FIELD = 7
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """What the rounds ran with: torch intra-op threads and the CPUs allowed (None: as the
+    process had them)."""
+
+    threads: int | None
+    cpus: tuple[int, ...] | None
+
+    def fingerprint(self) -> dict[str, int | str]:
+        out: dict[str, int | str] = {}
+        if self.threads is not None:
+            out["threads"] = self.threads
+        if self.cpus is not None:
+            out["cpus_pinned"] = len(self.cpus)
+        return out
+
+
+def _cpu_times() -> dict[str, list[int]] | None:
+    """The cpu lines of /proc/stat (clock ticks), or None where there is no /proc."""
+    try:
+        with open(_PROC_STAT, encoding="ascii") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    times = {}
+    for line in lines:
+        if line.startswith("cpu"):
+            name, *values = line.split()
+            times[name] = [int(v) for v in values[:8]]
+    return times
+
+
+def least_busy_cpu(allowed: set[int], sample_s: float = 0.05) -> int:
+    """Of ``allowed``, the CPU that was least busy over a short sample (ties: the lowest)."""
+    before = _cpu_times()
+    time.sleep(sample_s)
+    after = _cpu_times()
+    if not before or not after:
+        return min(allowed)
+
+    def busy(cpu: int) -> float:
+        a, b = after.get(f"cpu{cpu}"), before.get(f"cpu{cpu}")
+        if a is None or b is None:
+            return float("inf")
+        deltas = [x - y for x, y in zip(a, b)]
+        total = sum(deltas)
+        idle = sum(deltas[i] for i in _IDLE_FIELDS)
+        return (total - idle) / total if total else 0.0
+
+    return min(sorted(allowed), key=busy)
+
+
+@contextlib.contextmanager
+def pinned(threads: int | None, pin_cpu: bool) -> Iterator[Pinning]:
+    """Run the block with torch's intra-op threads set to ``threads`` (when torch is in use
+    and ``threads`` is not None) and, with ``pin_cpu``, the process pinned to the least busy
+    CPU it may use. Both are restored afterwards."""
+    torch = sys.modules.get("torch")
+    old_threads = torch.get_num_threads() if torch is not None else None
+    can_pin = pin_cpu and hasattr(os, "sched_setaffinity")
+    old_cpus = set(os.sched_getaffinity(0)) if can_pin else None
+    cpus: tuple[int, ...] | None = None
+    try:
+        if torch is not None and threads is not None:
+            torch.set_num_threads(threads)
+        if can_pin and old_cpus:
+            cpu = least_busy_cpu(old_cpus)
+            os.sched_setaffinity(0, {cpu})
+            cpus = (cpu,)
+        yield Pinning(threads=threads if torch is not None else None, cpus=cpus)
+    finally:
+        if torch is not None and old_threads is not None:
+            torch.set_num_threads(old_threads)
+        if old_cpus is not None and cpus is not None:
+            os.sched_setaffinity(0, old_cpus)
+
+
+@dataclass(frozen=True)
+class Load:
+    """How busy the runner was over an interval, in CPUs: ``others`` is the CPU time other
+    processes used divided by the wall time (1.0: one CPU busy all along), ``steal`` the
+    time the hypervisor gave to other machines, ``cpus`` the CPUs the machine has."""
+
+    others: float
+    steal: float
+    cpus: int
+    wall_s: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "others_cpus": round(self.others, 3),
+            "steal_cpus": round(self.steal, 3),
+            "cpus": self.cpus,
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+class LoadMeter:
+    """Measures :class:`Load` between :meth:`start` and :meth:`stop` (None where /proc/stat
+    cannot be read)."""
+
+    def __init__(self) -> None:
+        self._start: tuple[float, list[int], float] | None = None
+
+    @staticmethod
+    def _own_cpu_s() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
+
+    def start(self) -> None:
+        times = _cpu_times()
+        if times is None or "cpu" not in times:
+            self._start = None
+            return
+        self._start = (time.monotonic(), times["cpu"], self._own_cpu_s())
+
+    def stop(self) -> Load | None:
+        if self._start is None:
+            return None
+        started, before, own_before = self._start
+        times = _cpu_times()
+        if times is None or "cpu" not in times:
+            return None
+        wall = time.monotonic() - started
+        if wall <= 0:
+            return None
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        deltas = [a - b for a, b in zip(times["cpu"], before)]
+        idle = sum(deltas[i] for i in _IDLE_FIELDS)
+        steal = deltas[_STEAL_FIELD] if len(deltas) > _STEAL_FIELD else 0
+        busy_s = (sum(deltas) - idle - steal) / ticks
+        own = self._own_cpu_s() - own_before
+        cpus = sum(1 for name in times if name != "cpu")
+        return Load(
+            others=max(busy_s - own, 0.0) / wall,
+            steal=steal / ticks / wall,
+            cpus=cpus or 1,
+            wall_s=wall,
+        )
