@@ -39,8 +39,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from perfgate.analysis.compare import judge_rounds, judge_steps, look_back
-from perfgate.analysis.statistics import RoundValues
-from perfgate.analysis.statistics import mann_whitney_p
+from perfgate.analysis.statistics import RoundValues, mann_whitney_p
 from perfgate.rules import MetricRule, Statistics, default_rules
 from perfgate.verdict import MetricStatus
 
