@@ -51,6 +51,7 @@ from perfgate.analysis.statistics import (
     mann_whitney_p,
     min_attainable_p,
     one_sided_mann_whitney_p,
+    paired_difference,
     round_values,
     sample_median,
 )
@@ -193,6 +194,7 @@ def judge_rounds(
     history_left_out: int = 0,
     look: Look | None = None,
     log: bool = False,
+    paired: bool = False,
 ) -> MetricJudgement:
     """Judge one metric on round values (see the module docstring).
 
@@ -229,12 +231,15 @@ def judge_rounds(
         j.effect = "good"
     direction = -rule.bad_sign if j.effect == "good" else rule.bad_sign
 
-    diff = difference(pooled, current)
+    diff = paired_difference(baseline, current) if paired else difference(pooled, current)
+    if paired:
+        j.test = "paired t-test on A/B pairs"
     if diff is None:
         j.test = "effect-only"
         j.inconclusive = False
     else:
-        j.test = "t-test on round values"
+        if not paired:
+            j.test = "t-test on round values"
         p = diff.p_greater() if direction > 0 else diff.p_less()
         j.p_value = p
         j.significant = p < look.alpha

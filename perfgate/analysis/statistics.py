@@ -231,6 +231,47 @@ def difference(
     )
 
 
+def paired_difference(baseline: RoundValues, current: RoundValues) -> Difference | None:
+    """The mean difference of paired processes (a same-runner A/B run: process ``i`` of
+    each side ran next to the other's, so what drifts between pairs cancels out).
+
+    With two or more pairs, a one-sample t on the per-pair differences of process means;
+    with one pair, the rounds' noise within the two processes. None when neither exists."""
+    pairs = sorted(set(baseline.processes.tolist()) & set(current.processes.tolist()))
+    if not pairs:
+        return None
+    deltas = np.asarray(
+        [
+            current.values[current.processes == p].mean()
+            - baseline.values[baseline.processes == p].mean()
+            for p in pairs
+        ],
+        dtype=np.float64,
+    )
+    within = difference(
+        RoundValues(
+            baseline.values[np.isin(baseline.processes, pairs)],
+            baseline.processes[np.isin(baseline.processes, pairs)],
+        ),
+        RoundValues(
+            current.values[np.isin(current.processes, pairs)],
+            current.processes[np.isin(current.processes, pairs)],
+        ),
+    )
+    if deltas.size >= 2:
+        sd = float(deltas.std(ddof=1))
+        se = sd / math.sqrt(deltas.size)
+        return Difference(
+            estimate=float(deltas.mean()),
+            se=se,
+            df=float(deltas.size - 1),
+            round_noise=within.round_noise if within is not None else 0.0,
+            process_noise=sd / math.sqrt(2),
+            rounds_df=within.rounds_df if within is not None else 0,
+        )
+    return within
+
+
 def spending_pocock(alpha: float, fraction: float) -> float:
     """Lan–DeMets Pocock-type α spending: the share of ``alpha`` spent by information
     ``fraction`` (0..1) of a group-sequential test."""
