@@ -17,7 +17,7 @@ from perfgate.analysis.compare import (
     operator_deltas,
 )
 from perfgate.analysis.statistics import RoundValues, min_attainable_p, spending_pocock
-from perfgate.report.explain import metric_reasons, summary_lines
+from perfgate.report.explain import describe_operator, metric_reasons, summary_lines
 from perfgate.rules import Rules, Statistics, default_rules
 from perfgate.verdict import MetricStatus, Verdict
 
@@ -334,7 +334,57 @@ def test_regression_summary_line_names_benchmark_metric_change_limit_and_baselin
     assert line == (
         "bert: step_time regressed: 99.825 ms → 110.272 ms (+10.5%, limit +5%) vs baseline "
         "aaaaaaaaaaaa (merge-base of HEAD and main); p=2.4e-07; explained by MatMulV2 "
-        "[AI_CORE] +9.000 ms/step, 86% of the step-time increase"
+        "[AI_CORE] +9.000 ms/step, 86% of the +10.4 ms step-time increase"
+    )
+
+
+def _op(name: str, time_us: float, samples: list[float] | None = None, calls: int = 1) -> dict:
+    entry: dict[str, object] = {
+        "op_type": name,
+        "core": "cpu",
+        "category": "copy" if name == "aten::to" else "compute",
+        "calls_per_step": calls,
+        "time_per_step_us": time_us,
+        "share": 0.1,
+    }
+    if samples is not None:
+        entry["samples_us"] = samples
+    return entry
+
+
+def test_an_unchanged_pair_marks_no_operator_changed() -> None:
+    medians = np.random.default_rng(5).uniform(100, 5000, 30)
+
+    def ops(seed: int) -> list[dict]:
+        # The same operators, their per-step times drawn again: each side's average wobbles.
+        r = np.random.default_rng(seed)
+        out = []
+        for i, m in enumerate(medians):
+            samples = m * np.exp(r.normal(0, 0.05, 20))
+            out.append(_op(f"aten::op{i}", float(samples.mean()), list(samples)))
+        return out
+
+    deltas = operator_deltas(ops(1), ops(2), 0.0, RULES.operators, 0.01)
+    assert [d.status for d in deltas] == ["unchanged"] * 30
+
+
+def test_a_copy_that_grew_while_the_step_got_faster_claims_no_share_of_an_increase() -> None:
+    delta = operator_deltas(
+        [_op("aten::to", 100.0, calls=1)],
+        [_op("aten::to", 2100.0, calls=17)],
+        -800.0,
+        RULES.operators,
+        0.01,
+    )[0]
+    assert delta.status == "calls-changed"
+    assert describe_operator(delta, -800.0) == ("aten::to [cpu] +2.000 ms/step (calls/step 1 → 17)")
+    # It grew more than the whole step did: the rest of the step got faster.
+    bigger = operator_deltas(
+        [_op("aten::to", 100.0)], [_op("aten::to", 2100.0)], 1200.0, RULES.operators, 0.01
+    )[0]
+    assert describe_operator(bigger, 1200.0) == (
+        "aten::to [cpu] +2.000 ms/step, more than the +1.2 ms step-time increase "
+        "(the rest of the step -0.8 ms)"
     )
 
 

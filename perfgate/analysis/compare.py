@@ -399,13 +399,12 @@ def operator_deltas(
         elif c is None:
             status = "vanished"
         elif not math.isclose(b_calls, c_calls, rel_tol=1e-9, abs_tol=1e-9):
-            status = "calls-changed"
-        elif math.isclose(b_time, c_time, rel_tol=1e-3, abs_tol=0.01):
-            status = "unchanged"
+            status = "calls-changed"  # counts are deterministic: any change is real
         else:
-            status = "changed"
+            status = "pending"  # beyond its own noise? decided below, over all operators
         delta = c_time - b_time
-        explained = delta / step_time_delta_us if step_time_delta_us > 0 else None
+        # Signed: an operator that grew while the step got faster explains a negative share.
+        explained = delta / step_time_delta_us if step_time_delta_us else None
         source = c or b
         assert source is not None
         current_share = c.get("share") if c else None
@@ -428,9 +427,54 @@ def operator_deltas(
                 c,
             )
         )
+    _mark_changed(deltas, alpha)
     if rule.gate:
         _gate_operators(deltas, rule, alpha)
     return sorted((d for d, _, _ in deltas), key=lambda d: (-abs(d.delta_us), d.op_type))
+
+
+# An operator's time moved beyond its noise only by this much at least (relative), and by
+# this much without per-step samples to test.
+OPERATOR_MIN_CHANGE = 0.02
+OPERATOR_MIN_CHANGE_UNTESTED = 0.10
+OPERATOR_MIN_CHANGE_US = 1.0
+
+
+def _mark_changed(
+    deltas: list[tuple[OperatorDelta, OperatorEntry | None, OperatorEntry | None]], alpha: float
+) -> None:
+    """Mark an operator ``changed`` only when its device time per step moved beyond its own
+    noise: a two-sided Mann–Whitney test on its per-step samples, Holm-corrected over every
+    operator tested (300 operators at α would otherwise flag three by chance), and at least
+    2%; without samples, at least 10%. Always at least 1 µs per step."""
+    tested: list[tuple[float, OperatorDelta]] = []
+    family = 0  # every operator with samples on both sides counts in the correction
+    for delta, b, c in deltas:
+        if delta.status != "pending" or b is None or c is None:
+            continue
+        delta.status = "unchanged"
+        size = abs(delta.delta_us)
+        base = delta.baseline_time_per_step_us
+        relative = size / base if base else math.inf
+        b_samples, c_samples = clean(b.get("samples_us") or []), clean(c.get("samples_us") or [])
+        sampled = b_samples.size >= 3 and c_samples.size >= 3
+        family += sampled
+        if size < OPERATOR_MIN_CHANGE_US:
+            continue
+        if sampled:
+            if relative >= OPERATOR_MIN_CHANGE:
+                p = 2 * min(
+                    one_sided_mann_whitney_p(c_samples, b_samples),
+                    one_sided_mann_whitney_p(b_samples, c_samples),
+                )
+                tested.append((min(p, 1.0), delta))
+        elif relative >= OPERATOR_MIN_CHANGE_UNTESTED:
+            delta.status = "changed"
+    tested.sort(key=lambda item: item[0])
+    for rank, (p, delta) in enumerate(tested):
+        if p >= alpha / (family - rank):
+            break
+        delta.status = "changed"
 
 
 def _number(value: float | None) -> float:

@@ -95,17 +95,24 @@ def baseline_label(c: Comparison) -> str:
     return f"{label} ({how})" if how else label
 
 
-def describe_operator(o: OperatorDelta) -> str:
-    """``MatMulV2 [AI_CORE] +2.000 ms/step (calls/step 8 → 16), 100% of the step-time
-    increase``."""
+def describe_operator(o: OperatorDelta, step_delta_us: float | None = None) -> str:
+    """``MatMulV2 [AI_CORE] +2.000 ms/step (calls/step 8 → 16), 71% of the +2.8 ms
+    step-time increase``. A share is told only against a step time that moved the same
+    way, and never beyond the whole: an operator that grew more than the step did says so,
+    with what the rest of the step did."""
     text = f"{o.op_type} [{o.core}] {o.delta_us / 1e3:+.3f} ms/step"
     if o.status == "new":
         text += " (new operator)"
     elif o.status == "calls-changed":
         text += f" (calls/step {o.baseline_calls_per_step:g} → {o.current_calls_per_step:g})"
-    if o.share_of_step_delta is not None and o.share_of_step_delta > 0:
-        text += f", {min(o.share_of_step_delta, 9.99):.0%} of the step-time increase"
-    return text
+    share = o.share_of_step_delta
+    if share is None or step_delta_us is None or share <= 0 or o.delta_us <= 0:
+        return text
+    change = f"{step_delta_us / 1e3:+.1f} ms step-time increase"
+    if share <= 1.0:
+        return text + f", {share:.0%} of the {change}"
+    rest = step_delta_us - o.delta_us
+    return text + f", more than the {change} (the rest of the step {rest / 1e3:+.1f} ms)"
 
 
 def breakdown_explanation(c: Comparison) -> str | None:
@@ -142,7 +149,9 @@ def summary_lines(c: Comparison) -> list[str]:
         if m.status is MetricStatus.REGRESSION:
             culprits = c.explaining_operators(m.metric)
             if culprits:
-                line += "; explained by " + ", ".join(describe_operator(o) for o in culprits)
+                line += "; explained by " + ", ".join(
+                    describe_operator(o, c.step_delta_us) for o in culprits
+                )
             where = breakdown_explanation(c)
             if where and m.metric in ("step_time_us", "utilization", "free_ratio"):
                 line += f"; per step: {where}"
@@ -165,3 +174,23 @@ def reason_lines(c: Comparison) -> list[str]:
             for reason in metric_reasons(m):
                 by_reason.setdefault(reason, []).append(m.name)
     return [f"{reason} ({', '.join(names)})" for reason, names in by_reason.items()]
+
+
+def verdict_reason(c: Comparison) -> str | None:
+    """One line that says why a benchmark did not simply pass (None when it did)."""
+    if c.verdict is Verdict.PASS:
+        return None
+    lines = summary_lines(c)
+    if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and lines:
+        return lines[0]
+    if c.verdict is Verdict.UNSTABLE:
+        unstable = [m for m in c.metrics if m.gated and m.status is MetricStatus.UNSTABLE]
+        if unstable:
+            m = unstable[0]
+            return f"{c.benchmark}: {m.name} is unstable: {noise_clause(m)}"
+    if c.verdict is Verdict.INCOMPARABLE:
+        hard = [w for w in c.warnings if "(hard)" in w]
+        return f"{c.benchmark}: incomparable: {hard[0] if hard else 'another environment'}"
+    if c.notes:
+        return f"{c.benchmark}: {c.verdict.value}: {c.notes[0]}"
+    return None

@@ -15,6 +15,7 @@ from perfgate.analysis.compare import Comparison
 from perfgate.analysis.statistics import sample_median
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
 from perfgate.report.compare import comparison_dict, comparison_from_dict, render_markdown
+from perfgate.report.explain import verdict_reason
 from perfgate.report.format import format_change, format_value
 from perfgate.verdict import Verdict
 
@@ -132,4 +133,11 @@ def summary_table(results: Sequence[BenchmarkResult]) -> str:
                 baseline,
             ]
         )
-    return tabulate(rows, headers=_SUMMARY_HEADERS, disable_numparse=True)
+    table = tabulate(rows, headers=_SUMMARY_HEADERS, disable_numparse=True)
+    reasons = [
+        reason
+        for result in results
+        if result.comparison is not None
+        and (reason := verdict_reason(result.comparison)) is not None
+    ]
+    return "\n".join([table, *reasons])
