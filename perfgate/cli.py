@@ -21,6 +21,7 @@ from perfgate.verdict import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
     from perfgate.analysis.compare import Comparison
+    from perfgate.records import RunRecord
     from perfgate.rules import Settings
 
 FORMATS = ("table", "json", "md")
@@ -191,6 +192,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_report_options(report, top=5, top_help="operators to list per benchmark")
     report.set_defaults(handler=_cmd_report)
+
+    ab = commands.add_parser(
+        "ab",
+        parents=[repository],
+        help="same-runner A/B: a base commit against this tree, interleaved, no baseline",
+        description="Check out BASE in a temporary git worktree and measure it and this tree "
+        "on this runner in alternating fresh pytest processes (ABBA…), then judge every "
+        "benchmark on the paired differences. Needs no stored baseline and writes none. "
+        "Arguments after -- go to pytest (e.g. -- examples/ -k cnn). Exit status as for "
+        "compare: 0 pass, 1 regression, 2 usage or data error.",
+    )
+    ab.add_argument("--base", required=True, metavar="REF", help="the commit to compare with")
+    ab.add_argument(
+        "--pairs",
+        type=positive_int,
+        metavar="N",
+        help="base/tree process pairs. Default: statistics.ab_pairs (4)",
+    )
+    ab.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 also for no-baseline, incomparable and unstable",
+    )
+    ab.add_argument(
+        "--out",
+        metavar="DIR",
+        default="perfgate-out/ab",
+        help="where the sessions' records and the results file go. Default: perfgate-out/ab",
+    )
+    _add_report_options(ab, top=5, top_help="operators to list per benchmark")
+    ab.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS")
+    ab.set_defaults(handler=_cmd_ab)
 
     hist = commands.add_parser(
         "history",
@@ -444,6 +477,52 @@ def _cmd_history(args: argparse.Namespace) -> int:
             )
         )
     return EXIT_OK
+
+
+def _cmd_ab(args: argparse.Namespace) -> int:
+    from perfgate.ab import run_ab
+    from perfgate.report.results import BenchmarkResult, results_document
+
+    settings = _settings(args)
+    pairs = args.pairs or settings.rules.statistics.ab_pairs
+    out = Path(args.out)
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    run = run_ab(
+        Path(args.repo),
+        args.base,
+        args.pytest_args,
+        settings,
+        pairs=pairs,
+        out_dir=out,
+        say=lambda line: print(line, file=sys.stderr),
+    )
+    results = [
+        BenchmarkResult(
+            record=run.records.get("head", {}).get(c.benchmark) or _empty(c), comparison=c
+        )
+        for c in run.comparisons
+    ]
+    document = results_document(results, {"commit": run.head_sha})
+    document["ab"] = {
+        "base": run.base_sha,
+        "pairs": run.pairs,
+        "seconds": run.seconds,
+        "session_seconds": run.session_seconds,
+    }
+    _write(json.dumps(document, indent=2, allow_nan=False) + "\n", str(out / "results.json"))
+    print(
+        f"perfgate ab: {run.pairs} pairs in {run.seconds:.0f} s "
+        f"(base {run.base_sha[:12]}, tree {run.head_sha[:12]}); results: {out / 'results.json'}",
+        file=sys.stderr,
+    )
+    return _render_comparisons(run.comparisons, args)
+
+
+def _empty(comparison: Comparison) -> RunRecord:
+    return {"benchmark": comparison.benchmark, "env": "ab", "samples": {}}
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

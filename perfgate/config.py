@@ -9,7 +9,7 @@ Defaults::
       copy_ratio:  {max_increase: 2pt}
       operators:   {max_increase: 10%, min_share: 1%, gate: false}
     statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
-                 rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120}
+                 rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4}
     measure:    {threads: auto, pin_cpu: auto}
     baseline:   {dir: baselines, branch: main, max_depth: 50, env: auto}
     profiler:   auto
@@ -96,6 +96,7 @@ _STATISTICS_KEYS = (
     "max_rounds",
     "processes",
     "max_seconds",
+    "ab_pairs",
 )
 _BENCHMARK_KEYS = ("thresholds", "statistics")
 
@@ -193,7 +194,7 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
     if "max_cv" in section:
         cv = parse_threshold(section["max_cv"], key=f"{where}.max_cv", allowed=(Unit.RELATIVE,))
         stats = replace(stats, max_cv=cv.value)
-    for key, minimum in (("rounds", 2), ("max_rounds", 2), ("processes", 1)):
+    for key, minimum in (("rounds", 2), ("max_rounds", 2), ("processes", 1), ("ab_pairs", 2)):
         if key in section:
             stats = replace(stats, **{key: _int(section[key], f"{where}.{key}", minimum)})
     if "max_seconds" in section:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -303,3 +304,25 @@ def json_number(value: object, digits: int | None = None) -> float | None:
     if not math.isfinite(number):
         return None
     return round(number, digits) if digits is not None else number
+
+
+def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord:
+    """One record of a benchmark measured in several processes: this one's operators and
+    metadata, everyone's rounds and profiled passes (each labelled with its process)."""
+    merged: RunRecord = {**record}
+    timing = _concatenate([r.get("timing") or {} for r in (record, *others)])
+    if timing:
+        merged["timing"] = timing
+    merged["samples"] = _concatenate([r["samples"] for r in (record, *others)])
+    return merged
+
+
+def _concatenate(tables: Sequence[dict[str, list[float | None]]]) -> dict[str, list[float | None]]:
+    """Tables of per-step columns one after the other; a column a table lacks is None there."""
+    names = list(dict.fromkeys(name for table in tables for name in table))
+    out: dict[str, list[float | None]] = {name: [] for name in names}
+    for table in tables:
+        size = len(next(iter(table.values()))) if table else 0
+        for name in names:
+            out[name].extend(table.get(name, [None] * size))
+    return out

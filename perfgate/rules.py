@@ -142,6 +142,7 @@ class Statistics:
     max_rounds: int = 15
     processes: int = 3
     max_seconds: float = 120.0
+    ab_pairs: int = 4  # base/tree process pairs of a same-runner A/B run
 
     @property
     def looks(self) -> int:

@@ -669,12 +669,14 @@ def compare_runs(
     baseline_info: dict[str, Any] | None = None,
     current_info: dict[str, Any] | None = None,
     look: Look | None = None,
+    paired: bool = False,
 ) -> Comparison:
     """Compare two run records under one benchmark's rules.
 
     ``history``: look-back baseline records, nearest first, ``baseline`` included; those of
     the same code (:func:`look_back`) join the baseline side. ``look``: this look of a
-    group-sequential comparison (default: the only look, all of α).
+    group-sequential comparison (default: the only look, all of α). ``paired``: a
+    same-runner A/B run, whose process ``i`` of each side ran next to the other's.
     """
     history = list(history) or [baseline]
     if history[0] is not baseline:
@@ -695,14 +697,17 @@ def compare_runs(
             step_samples(baseline, rule.metric),
             step_samples(current, rule.metric),
         )
-        if not rule.gate and not (clean(base_steps).size and clean(cur_steps).size):
-            continue
+        present = clean(base_steps).size, clean(cur_steps).size
+        if not all(present) and (not rule.gate or not any(present)):
+            continue  # a metric neither side measured (e.g. no profiler) is not a finding
         log = rule.metric == "step_time_us"
         sessions = [side_rounds(h, rule.metric) for h in history]
         cur = side_rounds(current, rule.metric)
         base = sessions[0]
         if base.rounds <= 1 and cur.rounds <= 1:
             judgement = judge_steps(rule, base_steps, cur_steps, stats)
+        elif paired:
+            judgement = judge_rounds(rule, base, cur, stats, look=look, log=log, paired=True)
         else:
             kept = look_back(sessions, rule, stats, log)
             judgement = judge_rounds(

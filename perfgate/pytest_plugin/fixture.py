@@ -16,7 +16,7 @@ from perfgate.analysis.compare import Comparison
 from perfgate.errors import ConfigError, PerfgateError
 from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, benchmark_name
-from perfgate.records import RunRecord
+from perfgate.records import RunRecord, merge_processes
 from perfgate.report.results import BenchmarkResult
 from perfgate.rules import Rules
 from perfgate.store.keys import check_name
@@ -101,6 +101,8 @@ class Benchmark:
                 f"perfgate.run: steps must be >= 1 and warmup >= 0 "
                 f"(got steps={steps}, warmup={warmup})"
             )
+        if self.session.ab_ref:
+            return self._from_ab()
         stats = self.rules.statistics
         clock = measure.PhaseClock()
         try:
@@ -196,6 +198,8 @@ class Benchmark:
         :func:`perfgate.marks.step`) once per round — every round a fresh process — and,
         with msprof on the runner, once more under msprof for the device metrics and the
         operator table."""
+        if self.session.ab_ref:
+            return self._from_ab()
         argv = [str(a) for a in argv]
         child_env = {**os.environ, **(env or {})}
         out = self.session.profile_dir(self.name)
@@ -339,6 +343,24 @@ class Benchmark:
             _fail(f"perfgate: {exc}")
         return self._keep(BenchmarkResult(record=merged, timings_s=laps, recorded=path))
 
+    def _from_ab(self) -> BenchmarkResult:
+        """--perfgate-ab: this benchmark was measured in the A/B pairs at session start."""
+        session = self.session
+        comparison = session.ab_comparisons.get(self.name)
+        if comparison is None:
+            _fail(f"perfgate: {self.name}: the A/B run measured no benchmark of this name")
+        record = session.ab_records.get(self.name) or {
+            "benchmark": self.name,
+            "env": "ab",
+            "samples": {},
+        }
+        result = self._keep(BenchmarkResult(record=record, comparison=comparison))
+        if fails(comparison.verdict, session.strict):
+            from perfgate.report.compare import render_table
+
+            _fail(render_table([comparison]))
+        return result
+
     def _keep(self, result: BenchmarkResult) -> BenchmarkResult:
         self.session.results.append(result)
         self.result = result
@@ -360,28 +382,6 @@ def _round_noise(record: RunRecord) -> float | None:
         return None
     diff = difference(rounds, rounds)
     return math.expm1(diff.round_noise) if diff is not None else None
-
-
-def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord:
-    """One record of a benchmark measured in several processes: this one's operators and
-    metadata, everyone's rounds and profiled passes (each labelled with its process)."""
-    merged: RunRecord = {**record}
-    timing = _concatenate([r.get("timing") or {} for r in (record, *others)])
-    if timing:
-        merged["timing"] = timing
-    merged["samples"] = _concatenate([r["samples"] for r in (record, *others)])
-    return merged
-
-
-def _concatenate(tables: Sequence[dict[str, list[float | None]]]) -> dict[str, list[float | None]]:
-    """Tables of per-step columns one after the other; a column a table lacks is None there."""
-    names = list(dict.fromkeys(name for table in tables for name in table))
-    out: dict[str, list[float | None]] = {name: [] for name in names}
-    for table in tables:
-        size = len(next(iter(table.values()))) if table else 0
-        for name in names:
-            out[name].extend(table.get(name, [None] * size))
-    return out
 
 
 def _fail(message: str) -> NoReturn:

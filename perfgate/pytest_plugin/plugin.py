@@ -69,6 +69,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Markdown report. Default: <out>/summary.md (and appended to "
         "$GITHUB_STEP_SUMMARY when set)",
     )
+    group.addoption(
+        "--perfgate-ab",
+        default=None,
+        metavar="REF",
+        help="same-runner A/B against REF (checked out in a temporary worktree, measured "
+        "in alternating processes with this tree); no baseline is read or written",
+    )
     # Internal: a session that measures one more process for another (--perfgate-update).
     group.addoption("--perfgate-process", type=int, default=0, help=argparse.SUPPRESS)
     group.addoption("--perfgate-records", default=None, help=argparse.SUPPRESS)
@@ -118,14 +125,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     perfgate_session = config.stash.get(SESSION_KEY, None)
     if (
         perfgate_session is None
-        or not perfgate_session.update
         or perfgate_session.measure_only
         or getattr(config, "workerinput", None) is not None
     ):
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     write = reporter.write_line if reporter is not None else print
-    perfgate_session.spawn_processes(config, write)
+    if perfgate_session.ab_ref:
+        from perfgate.errors import PerfgateError
+
+        try:
+            perfgate_session.run_ab(config, write)
+        except PerfgateError as exc:
+            raise pytest.UsageError(f"perfgate: {exc}") from None
+    elif perfgate_session.update:
+        perfgate_session.spawn_processes(config, write)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from perfgate.analysis.compare import Comparison
 from perfgate.config import load_settings
 from perfgate.errors import PerfgateError
 from perfgate.records import RunRecord
@@ -51,6 +52,10 @@ class PerfgateSession:
     # --perfgate-update: the other processes' record folders, and what went wrong in them.
     process_dirs: list[Path] = field(default_factory=list)
     process_problems: list[str] = field(default_factory=list)
+    # --perfgate-ab=REF: the base, and what the A/B run decided, by benchmark.
+    ab_ref: str | None = None
+    ab_comparisons: dict[str, Comparison] = field(default_factory=dict)
+    ab_records: dict[str, RunRecord] = field(default_factory=dict)
 
     @property
     def measure_only(self) -> bool:
@@ -92,6 +97,17 @@ class PerfgateSession:
         if records:
             session.records_dir = Path(records)
             session.update = False
+        else:
+            session.ab_ref = config.getoption("perfgate_ab")
+        if session.ab_ref and session.update:
+            raise PerfgateError(
+                "--perfgate-ab compares with a base measured now and writes no baseline: "
+                "drop --perfgate-update"
+            )
+        if session.ab_ref and getattr(config.option, "numprocesses", None):
+            raise PerfgateError(
+                "--perfgate-ab runs its own processes one at a time: drop -n (pytest-xdist)"
+            )
         session.commit = session._commit_info()
         if session.baseline_ref:
             from perfgate.store.git import resolve
@@ -175,6 +191,29 @@ class PerfgateSession:
                     f"process {process + 1} exited with {done.returncode} ({tail})"
                 )
             self.process_dirs.append(folder / "records")
+
+    def run_ab(self, config: pytest.Config, write: Any) -> None:
+        """``--perfgate-ab=REF``: measure REF and this tree in alternating processes now;
+        each benchmark's test then reports the verdict of its pairs."""
+        from perfgate.ab import run_ab
+
+        assert self.ab_ref is not None
+        stats = self.settings.rules.statistics
+        out = self.out_dir / "ab"
+        shutil.rmtree(out, ignore_errors=True)
+        run = run_ab(
+            self.rootdir,
+            self.ab_ref,
+            list(config.invocation_params.args),
+            self.settings,
+            pairs=stats.ab_pairs,
+            out_dir=out,
+            xdist=config.pluginmanager.hasplugin("xdist"),
+            say=write,
+        )
+        write(f"perfgate ab: {run.pairs} pairs measured in {run.seconds:.0f} s")
+        self.ab_comparisons = {c.benchmark: c for c in run.comparisons}
+        self.ab_records = run.records.get("head", {})
 
     def write_record(self, record: RunRecord) -> None:
         """A measuring-only session leaves each benchmark's record for the one that asked."""

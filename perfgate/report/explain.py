@@ -75,11 +75,17 @@ def noise_figures(m: MetricJudgement) -> str:
 def noise_clause(m: MetricJudgement) -> str:
     """Why a metric is unstable: the noise measured, what it hides, the remedies."""
     detectable = format_spread(m.detectable, m.unit) if m.detectable is not None else "unknown"
+    if m.test.startswith("paired"):
+        remedies = "more pairs (perfgate ab --pairs, statistics.ab_pairs), a quieter runner"
+    else:
+        remedies = (
+            "more rounds (statistics.max_rounds), a same-runner A/B run (perfgate ab), "
+            "a quieter runner"
+        )
     return (
         f"runner noise {noise_figures(m)} exceeds the {m.threshold} limit: only a change "
-        f"beyond {detectable} is distinguishable after {m.n_current} rounds; remedies: more "
-        "rounds (statistics.max_rounds), a same-runner A/B run (perfgate ab), a quieter "
-        "runner, or a larger threshold"
+        f"beyond {detectable} is distinguishable after {m.n_current} rounds; remedies: "
+        f"{remedies}, or a larger threshold"
     )
 
 

@@ -1,0 +1,252 @@
+"""Same-runner A/B: the base commit and the working tree measured on this runner, in
+alternating fresh processes, and judged on the paired differences.
+
+The base is checked out in a temporary git worktree. Each pair runs one pytest process per
+side, back to back, in ABBA order (base first in even pairs, the working tree first in odd
+ones), so what drifts on the runner — neighbours, clocks, the time of day — hits both sides
+alike and cancels in the pair's difference. Every process measures ``statistics.rounds``
+rounds of every selected benchmark. No baseline is read or written: the verdict needs none.
+
+The worktree is removed whatever happens, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from perfgate.analysis.compare import Comparison, compare_runs
+from perfgate.errors import PerfgateError
+from perfgate.records import RunRecord, merge_processes, read_json, validate_run
+from perfgate.rules import Settings
+from perfgate.store.git import current_commit, resolve
+
+BASE, HEAD = "base", "head"
+
+
+class AbError(PerfgateError):
+    """An A/B run that cannot go on: an unknown or unbuildable base, a failing session."""
+
+
+@dataclass
+class AbRun:
+    """What an A/B run measured and decided."""
+
+    base_sha: str
+    head_sha: str
+    pairs: int
+    comparisons: list[Comparison] = field(default_factory=list)
+    records: dict[str, dict[str, RunRecord]] = field(default_factory=dict)  # side → name →
+    seconds: float = 0.0
+    session_seconds: dict[str, list[float]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _interrupts_are_exceptions() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job) unwinds like Ctrl-C, so ``finally`` blocks run."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def worktree(repo_dir: Path, sha: str) -> Iterator[Path]:
+    """A detached git worktree of ``sha``, removed on the way out (also on Ctrl-C)."""
+    parent = Path(tempfile.mkdtemp(prefix="perfgate-ab-"))
+    path = parent / "base"
+    added = subprocess.run(
+        ["git", "-C", str(repo_dir), "worktree", "add", "--quiet", "--detach", str(path), sha],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if added.returncode != 0:
+        parent.rmdir()
+        raise AbError(f"cannot check out {sha[:12]} in a worktree: {added.stderr.strip()}")
+    try:
+        with _interrupts_are_exceptions():
+            yield path
+    finally:
+        subprocess.run(
+            ["git", "-C", str(repo_dir), "worktree", "remove", "--force", str(path)],
+            capture_output=True,
+            check=False,
+        )
+        subprocess.run(
+            ["git", "-C", str(repo_dir), "worktree", "prune"], capture_output=True, check=False
+        )
+        if parent.exists():
+            import shutil
+
+            shutil.rmtree(parent, ignore_errors=True)
+
+
+def _session_command(
+    pytest_args: Sequence[str], process: int, records: Path, xdist: bool
+) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *pytest_args,
+        "--perfgate",
+        f"--perfgate-process={process}",
+        f"--perfgate-records={records}",
+        f"--perfgate-out={records.parent / 'out'}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+    return command + (["-n", "0"] if xdist else [])
+
+
+def _python_path(checkout: Path, environ: dict[str, str]) -> str:
+    """The checkout (and its src/ folder) first on PYTHONPATH, so each side imports its own
+    project code, not whichever tree is installed."""
+    entries = [str(checkout)]
+    if (checkout / "src").is_dir():
+        entries.insert(0, str(checkout / "src"))
+    if environ.get("PYTHONPATH"):
+        entries.append(environ["PYTHONPATH"])
+    return os.pathsep.join(entries)
+
+
+def _read_records(folder: Path) -> dict[str, RunRecord]:
+    records: dict[str, RunRecord] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = validate_run(read_json(path, "A/B record"), str(path))
+        records[record["benchmark"]] = record
+    return records
+
+
+def run_ab(
+    repo_dir: Path,
+    ref: str,
+    pytest_args: Sequence[str],
+    settings: Settings,
+    *,
+    pairs: int,
+    out_dir: Path,
+    xdist: bool = False,
+    say: Callable[[str], None] = print,
+) -> AbRun:
+    """Measure ``ref`` (the base) and the working tree in ``pairs`` ABBA pairs of fresh
+    pytest processes on this runner, and compare every benchmark on the paired differences.
+
+    Raises:
+        AbError: ``ref`` is unknown, or a session of either side failed to run (a base that
+            does not build or whose benchmarks fail says so here, with the session's tail).
+    """
+    if pairs < 2:
+        raise AbError(f"an A/B run needs at least 2 pairs (got {pairs})")
+    base_sha = resolve(repo_dir, ref)
+    head = current_commit(repo_dir)
+    top = Path(
+        subprocess.run(
+            ["git", "-C", str(repo_dir), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    # The pytest arguments name paths relative to where the user stands in the checkout.
+    where = Path.cwd().resolve()
+    relative = where.relative_to(top) if where.is_relative_to(top) else Path()
+    out_dir = out_dir.resolve()  # the sessions run in two checkouts
+    run = AbRun(base_sha=base_sha, head_sha=head.sha, pairs=pairs)
+    started = time.perf_counter()
+    with worktree(repo_dir, base_sha) as base_tree:
+        checkouts = {BASE: base_tree, HEAD: top}
+        for pair in range(pairs):
+            order = (BASE, HEAD) if pair % 2 == 0 else (HEAD, BASE)
+            for side in order:
+                records = out_dir / side / str(pair) / "records"
+                env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+                env["PYTHONPATH"] = _python_path(checkouts[side], env)
+                say(f"perfgate ab: pair {pair + 1} of {pairs}, {side} ({checkouts[side]})")
+                session_started = time.perf_counter()
+                done = subprocess.run(
+                    _session_command(pytest_args, pair, records, xdist),
+                    cwd=checkouts[side] / relative,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                run.session_seconds.setdefault(side, []).append(
+                    round(time.perf_counter() - session_started, 2)
+                )
+                if done.returncode != 0:
+                    tail = "\n".join(done.stdout.strip().splitlines()[-8:])
+                    what = f"the base {ref} ({base_sha[:12]})" if side == BASE else "this tree"
+                    raise AbError(
+                        f"the benchmarks of {what} did not run (pytest exited with "
+                        f"{done.returncode}):\n{tail}"
+                    )
+    run.seconds = round(time.perf_counter() - started, 2)
+    by_side = {
+        side: [_read_records(out_dir / side / str(p) / "records") for p in range(pairs)]
+        for side in (BASE, HEAD)
+    }
+    names = sorted(set().union(*(r.keys() for r in by_side[HEAD])))
+    if not names:
+        raise AbError("no perfgate benchmark ran on this tree: nothing to compare")
+    for name in names:
+        sides: dict[str, RunRecord] = {}
+        for side in (BASE, HEAD):
+            found = [r[name] for r in by_side[side] if name in r]
+            if not found:
+                sides = {}
+                break
+            sides[side] = merge_processes(found[0], found[1:])
+        if not sides:
+            run.comparisons.append(_missing_on_base(name, base_sha, ref))
+            continue
+        run.records.setdefault(BASE, {})[name] = sides[BASE]
+        run.records.setdefault(HEAD, {})[name] = sides[HEAD]
+        run.comparisons.append(
+            compare_runs(
+                sides[BASE],
+                sides[HEAD],
+                settings.rules_for(name),
+                baseline_info={
+                    "commit": base_sha,
+                    "how": f"A/B on this runner, {pairs} pairs, base {ref}",
+                    "mode": "ab",
+                },
+                current_info={"commit": head.sha, "dirty": head.dirty, "mode": "ab"},
+                paired=True,
+            )
+        )
+    return run
+
+
+def _missing_on_base(name: str, base_sha: str, ref: str) -> Comparison:
+    from perfgate.verdict import Verdict
+
+    return Comparison(
+        benchmark=name,
+        verdict=Verdict.NO_BASELINE,
+        baseline={"commit": base_sha, "how": f"A/B, base {ref}", "mode": "ab"},
+        current={"mode": "ab"},
+        notes=[f"the base {ref} has no benchmark {name!r}: a new benchmark, nothing to compare"],
+    )
