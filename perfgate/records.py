@@ -310,6 +310,13 @@ def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord
     """One record of a benchmark measured in several processes: this one's operators and
     metadata, everyone's rounds and profiled passes (each labelled with its process)."""
     merged: RunRecord = {**record}
+    loads = [
+        runner.get("load")
+        for r in (record, *others)
+        if isinstance(runner := r.get("runner"), dict) and runner.get("load")
+    ]
+    if loads:
+        merged["runner"] = {"load": loads[0], "loads": loads}  # type: ignore[typeddict-unknown-key]
     timing = _concatenate([r.get("timing") or {} for r in (record, *others)])
     if timing:
         merged["timing"] = timing

@@ -187,7 +187,8 @@ PROFILERS = ("auto", "torch", "torch_npu", "msprof", "none")
 class MeasureSettings:
     """How the runner is quietened for the measured rounds: torch intra-op ``threads``
     (``auto``: 1 when the benchmark runs on the CPU, torch's own choice on an accelerator)
-    and ``pin_cpu`` (``auto``: pin the process to one CPU when on the CPU)."""
+    and ``pin_cpu`` (pin the process to the least busy CPU; ``auto``: off — on a shared
+    VM it bought no isolation)."""
 
     threads: int | str = "auto"
     pin_cpu: bool | str = "auto"

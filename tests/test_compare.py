@@ -439,3 +439,41 @@ def test_an_idle_gap_is_explained_by_free_time_not_by_noise_operators() -> None:
     assert "; per step: free (device idle) +4.9" in line
     assert "explained by" not in line  # aten::linear's +0.001 ms is noise, not a cause
     assert result.breakdown_delta_us["computing_us"] == 0.0
+
+
+def _timed(wall_ms: float, cpu_ms: float, others: float | None, seed: int) -> dict:
+    """A run record of 3 processes × 5 rounds × 10 steps, wall and CPU time per step."""
+    rng = np.random.default_rng(seed)
+    count = 3 * 5 * 10
+    noise = np.exp(rng.normal(0, 0.01, count))
+    record: dict[str, object] = {
+        "benchmark": "b",
+        "env": "cpu-x86_64",
+        "samples": {},
+        "timing": {
+            "step_time_us": list(wall_ms * 1e3 * noise),
+            "cpu_time_us": list(cpu_ms * 1e3 * noise),
+            "round": [float((i // 10) % 5) for i in range(count)],
+            "process": [float(i // 50) for i in range(count)],
+        },
+    }
+    if others is not None:
+        record["runner"] = {"load": {"others_cpus": others}}
+    return record
+
+
+def test_wall_time_that_rose_with_a_busy_runner_but_not_the_cpu_time_is_unstable() -> None:
+    base = _timed(10.0, 9.8, 0.05, seed=1)
+    crowded = compare_runs(base, _timed(13.0, 9.8, 1.3, seed=2), STEP_ONLY)
+    [step] = crowded.metrics
+    assert step.status == UNSTABLE and step.contended
+    assert step.cpu_change == pytest.approx(0.0, abs=0.01)
+    assert metric_reasons(step)[0].startswith(
+        "the runner was busy (other processes used 1.3 CPUs) and the CPU time per step moved only +"
+    )
+    # The code does more work: CPU time rose too. A regression, busy runner or not.
+    heavier = compare_runs(base, _timed(13.0, 12.7, 1.3, seed=3), STEP_ONLY)
+    assert heavier.metrics[0].status == REGRESSION
+    # A quiet runner: the step waits longer (sleep, I/O) — that is the code's doing.
+    waiting = compare_runs(base, _timed(13.0, 9.8, 0.02, seed=4), STEP_ONLY)
+    assert waiting.metrics[0].status == REGRESSION

@@ -131,6 +131,12 @@ class MetricJudgement:
     detectable: float | None = None
     threshold_value: float = 0.0
     inconclusive: bool = False
+    # The CPU-time witness of a step-time regression on the CPU: its change (threshold
+    # unit), the neighbours' CPU use during the runs, and whether the wall time rose with a
+    # crowded runner rather than with the code.
+    cpu_change: float | None = None
+    others_cpus: float | None = None
+    contended: bool = False
 
     @property
     def limit_exceeded_by_noise(self) -> bool:
@@ -598,6 +604,60 @@ class Comparison:
         ]
 
 
+# Neighbours using less than this many CPUs during both runs: a quiet runner, whose wall
+# time can be trusted even where the CPU time did not move (sleeping, waiting, I/O).
+QUIET_OTHERS_CPUS = 0.25
+
+
+def others_cpus(record: RunRecord) -> float | None:
+    """The most CPU the other processes used during any of the record's runs (None:
+    not measured)."""
+    runner = record.get("runner")
+    if not isinstance(runner, dict):
+        return None
+    loads = runner.get("loads") or ([runner["load"]] if runner.get("load") else [])
+    values = [
+        float(load["others_cpus"])
+        for load in loads
+        if isinstance(load, dict) and isinstance(load.get("others_cpus"), (int, float))
+    ]
+    return max(values) if values else None
+
+
+def _cpu_rounds(record: RunRecord) -> RoundValues | None:
+    timing = record.get("timing")
+    if not timing or not timing.get("cpu_time_us"):
+        return None
+    return round_values(timing["cpu_time_us"], timing.get("round"), timing.get("process"), log=True)
+
+
+def _witness(
+    judgement: MetricJudgement,
+    rule: MetricRule,
+    sessions: Sequence[RunRecord],
+    current: RunRecord,
+    stats: Statistics,
+    look: Look | None,
+) -> None:
+    """A step-time regression on the CPU, checked against CPU time: when the CPU time per
+    step did not rise past the threshold and the runner was busy, the wall time rose with
+    the neighbours, not the code — unstable, with the figures. On a quiet runner the
+    regression stands (the step sleeps, waits or reads more)."""
+    cur = _cpu_rounds(current)
+    bases = [b for b in (_cpu_rounds(s) for s in sessions) if b is not None]
+    if cur is None or not bases or len(bases) != len(sessions):
+        return
+    cpu = judge_rounds(rule, bases[0], cur, stats, history=bases[1:], look=look, log=True)
+    judgement.cpu_change = cpu.change
+    loads = [others_cpus(r) for r in (*sessions, current)]
+    known = [load for load in loads if load is not None]
+    judgement.others_cpus = max(known) if known else None
+    busy = judgement.others_cpus is not None and judgement.others_cpus >= QUIET_OTHERS_CPUS
+    if cpu.status is not MetricStatus.REGRESSION and busy:
+        judgement.contended = True
+        judgement.status = MetricStatus.UNSTABLE
+
+
 def side_rounds(record: RunRecord, metric: str) -> RoundValues:
     """A record's round values of ``metric``: step time from its timed rounds (log scale),
     the other metrics from its profiled passes (one value per pass, each its own process)."""
@@ -720,6 +780,8 @@ def compare_runs(
                 look=look,
                 log=log,
             )
+            if log and judgement.status is MetricStatus.REGRESSION:
+                _witness(judgement, rule, history[:kept], current, stats, look)
         comparison.metrics.append(judgement)
     base_samples, cur_samples = baseline["samples"], current["samples"]
     # Operator times come from the profiled steps: explain them against the profiled step

@@ -110,12 +110,20 @@ def accelerator() -> str | None:
 
 def time_steps(step: StepFn, steps: int) -> list[float]:
     """Wall time of each of ``steps`` calls of ``step``, in µs."""
-    timings = []
+    return time_steps_with_cpu(step, steps)[0]
+
+
+def time_steps_with_cpu(step: StepFn, steps: int) -> tuple[list[float], list[float]]:
+    """Wall time and CPU time (of this process, every thread) of each of ``steps`` calls of
+    ``step``, in µs. On a busy runner the wall time grows with the neighbours' share of the
+    CPUs; the CPU time does not: it tells slower code from a crowded machine."""
+    wall, cpu = [], []
     for _ in range(steps):
-        start = time.perf_counter_ns()
+        start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
         step()
-        timings.append((time.perf_counter_ns() - start) / 1e3)
-    return timings
+        cpu.append((time.process_time_ns() - start_cpu) / 1e3)
+        wall.append((time.perf_counter_ns() - start) / 1e3)
+    return wall, cpu
 
 
 @dataclass
@@ -125,6 +133,7 @@ class Timing:
     step_time_us: list[float] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
     process: int = 0
+    cpu_time_us: list[float] | None = None  # per step; None where CPU time says nothing
 
     @property
     def round_count(self) -> int:
@@ -138,7 +147,10 @@ class Timing:
             for _ in range(warmup):
                 step()
             gc.collect()
-            self.step_time_us.extend(round(t, 3) for t in time_steps(step, steps))
+            wall, cpu = time_steps_with_cpu(step, steps)
+            self.step_time_us.extend(round(t, 3) for t in wall)
+            if self.cpu_time_us is not None:
+                self.cpu_time_us.extend(round(t, 3) for t in cpu)
             self.rounds.extend([index] * steps)
 
     def add_run(self, times: Sequence[float]) -> None:
@@ -150,11 +162,14 @@ class Timing:
     def table(self, *, one_process_per_round: bool = False) -> dict[str, list[float | None]]:
         """The ``timing`` table; each round its own process for runs of a command."""
         processes = self.rounds if one_process_per_round else [self.process] * len(self.rounds)
-        return {
+        table: dict[str, list[float | None]] = {
             "step_time_us": list(self.step_time_us),
             "round": [float(r) for r in self.rounds],
             "process": [float(p) for p in processes],
         }
+        if self.cpu_time_us is not None and len(self.cpu_time_us) == len(self.step_time_us):
+            table["cpu_time_us"] = list(self.cpu_time_us)
+        return table
 
 
 def profile_steps(step: StepFn, steps: int, profiler: str, out: Path) -> Profile:

@@ -118,6 +118,8 @@ class Benchmark:
                 meter = runner.LoadMeter()
                 meter.start()
                 timing = measure.Timing(process=self.session.process)
+                if measure.accelerator() is None:
+                    timing.cpu_time_us = []  # on the CPU, CPU time witnesses the wall time
                 timing.measure(step, steps, warmup, stats.rounds)
                 clock.lap("timed_rounds")
                 record = self._profiled_record(step, steps, profiler, clock)
@@ -141,15 +143,19 @@ class Benchmark:
             _fail(f"perfgate: {self.name}: {exc}")
 
     def _quieting(self) -> tuple[int | None, bool]:
-        """torch threads and CPU pinning for the rounds: ``auto`` quietens CPU runs only (on
-        an accelerator the host threads feed the device, and pinning could starve them)."""
+        """torch threads and CPU pinning for the rounds: ``threads: auto`` is one thread on
+        the CPU (on an accelerator the host threads feed the device), ``pin_cpu: auto`` is
+        off."""
         settings = self.session.settings.measure
         on_cpu = measure.accelerator() is None
         threads = settings.threads
         pin = settings.pin_cpu
+        # Pinning to one CPU is off by default: measured on a shared 2-vCPU runner it bought
+        # no isolation (the neighbours crowd onto the pinned CPU) and cost up to 30%
+        # (docs/verdict-quality.md). One torch thread cut the spread between processes 3–6×.
         return (
             (1 if on_cpu else None) if threads == "auto" else int(threads),
-            on_cpu if pin == "auto" else bool(pin),
+            False if pin == "auto" else bool(pin),
         )
 
     def _profiled_record(

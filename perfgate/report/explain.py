@@ -48,7 +48,9 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
             "steps of single runs as replicates: the noise between runs is unknown "
             "(pytest --perfgate measures rounds)"
         )
-    if m.status is MetricStatus.UNSTABLE:
+    if m.status is MetricStatus.UNSTABLE and m.contended:
+        reasons.append(contention_clause(m))
+    elif m.status is MetricStatus.UNSTABLE:
         reasons.append(noise_clause(m))
     elif m.effect is not None:
         if m.significant is False and m.p_value is not None:
@@ -70,6 +72,16 @@ def noise_figures(m: MetricJudgement) -> str:
     if m.noise_process:
         parts.append(f"{format_spread(m.noise_process, m.unit)} between processes")
     return ", ".join(parts) or "unknown"
+
+
+def contention_clause(m: MetricJudgement) -> str:
+    """Why a wall-time rise on a busy runner is not called a regression."""
+    cpu = format_change(m.cpu_change, m.unit) if m.cpu_change is not None else "n/a"
+    return (
+        f"the runner was busy (other processes used {m.others_cpus:.1f} CPUs) and the CPU "
+        f"time per step moved only {cpu}: the wall time rose with the neighbours, not the "
+        "code; run again on a quieter runner, or use a same-runner A/B run (perfgate ab)"
+    )
 
 
 def noise_clause(m: MetricJudgement) -> str:
