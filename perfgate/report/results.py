@@ -140,4 +140,27 @@ def summary_table(results: Sequence[BenchmarkResult]) -> str:
         if result.comparison is not None
         and (reason := verdict_reason(result.comparison)) is not None
     ]
-    return "\n".join([table, *reasons])
+    return "\n".join([table, *reasons, *busy_warnings(results)])
+
+
+# Neighbours using this many CPUs while a benchmark ran: worth a warning.
+BUSY_OTHERS_CPUS = 0.5
+
+
+def busy_warnings(results: Sequence[BenchmarkResult]) -> list[str]:
+    """A warning for each benchmark measured while other processes used the CPUs."""
+    from perfgate.analysis.compare import others_cpus
+
+    lines = []
+    for result in results:
+        others = others_cpus(result.record)
+        if others is not None and others >= BUSY_OTHERS_CPUS:
+            runner = result.record.get("runner")
+            load = runner.get("load") if isinstance(runner, dict) else None
+            cpus = load.get("cpus", "?") if isinstance(load, dict) else "?"
+            lines.append(
+                f"warning: the runner was busy while {result.record['benchmark']} was "
+                f"measured: other processes used {others:.1f} of {cpus} CPUs; step times "
+                "wander with them (a dedicated runner, or perfgate ab, gives firmer verdicts)"
+            )
+    return lines
