@@ -196,8 +196,8 @@ def reason_lines(c: Comparison) -> list[str]:
 
 def verdict_reason(c: Comparison) -> str | None:
     """One line that says why a benchmark did not simply pass (None when it did)."""
-    if c.verdict is Verdict.PASS:
-        return None
+    if c.verdict in (Verdict.PASS, Verdict.NO_BASELINE):
+        return None  # no-baseline: one line after the table says how to record them
     lines = summary_lines(c)
     if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and lines:
         return lines[0]

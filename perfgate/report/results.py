@@ -148,19 +148,24 @@ BUSY_OTHERS_CPUS = 0.5
 
 
 def busy_warnings(results: Sequence[BenchmarkResult]) -> list[str]:
-    """A warning for each benchmark measured while other processes used the CPUs."""
+    """One warning naming the benchmarks measured while other processes used the CPUs."""
     from perfgate.analysis.compare import others_cpus
 
-    lines = []
+    busy: list[str] = []
+    worst, cpus = 0.0, "?"
     for result in results:
         others = others_cpus(result.record)
         if others is not None and others >= BUSY_OTHERS_CPUS:
-            runner = result.record.get("runner")
-            load = runner.get("load") if isinstance(runner, dict) else None
-            cpus = load.get("cpus", "?") if isinstance(load, dict) else "?"
-            lines.append(
-                f"warning: the runner was busy while {result.record['benchmark']} was "
-                f"measured: other processes used {others:.1f} of {cpus} CPUs; step times "
-                "wander with them (a dedicated runner, or perfgate ab, gives firmer verdicts)"
-            )
-    return lines
+            busy.append(result.record["benchmark"])
+            if others >= worst:
+                worst = others
+                runner = result.record.get("runner")
+                load = runner.get("load") if isinstance(runner, dict) else None
+                cpus = str(load.get("cpus", "?")) if isinstance(load, dict) else "?"
+    if not busy:
+        return []
+    return [
+        f"warning: the runner was busy: other processes used up to {worst:.1f} of {cpus} "
+        f"CPUs while {', '.join(busy)} ran; step times wander with them (a dedicated "
+        "runner, or perfgate ab, gives firmer verdicts)"
+    ]
