@@ -7,7 +7,14 @@ from tabulate import tabulate
 
 from perfgate.analysis.metrics import METRIC_NAMES
 from perfgate.records import BaselineRecord
-from perfgate.report.format import format_calls, format_ratio, format_time, format_value
+from perfgate.report.format import (
+    format_calls,
+    format_ratio,
+    format_time,
+    format_value,
+    name_width,
+    short_name,
+)
 
 
 def render_baseline(record: BaselineRecord, top: int = 10) -> str:
@@ -46,7 +53,7 @@ def render_baseline(record: BaselineRecord, top: int = 10) -> str:
             tabulate(
                 [
                     [
-                        o["op_type"],
+                        short_name(o["op_type"], name_width(60)),
                         o["core"],
                         format_calls(o["calls_per_step"]),
                         format_time(o["time_per_step_us"]),

@@ -15,7 +15,14 @@ from tabulate import tabulate
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
 from perfgate.records import json_number
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
-from perfgate.report.format import format_calls, format_change, format_ms, format_value
+from perfgate.report.format import (
+    format_calls,
+    format_change,
+    format_ms,
+    format_value,
+    name_width,
+    short_name,
+)
 from perfgate.verdict import MetricStatus, Verdict, worst
 
 # History: 1 — first version.
@@ -164,13 +171,18 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
     ]
 
 
-def _operator_rows(c: Comparison, top: int) -> list[list[str]]:
+# Characters the other cells of an operator row take (times, calls, status, borders).
+_OPERATOR_OTHER_COLUMNS = 100
+
+
+def _operator_rows(c: Comparison, top: int, *, markdown: bool = False) -> list[list[str]]:
+    width = name_width(_OPERATOR_OTHER_COLUMNS, markdown=markdown)
     rows = []
     for o in _changed_operators(c, top):
         explained = f"{o.share_of_step_delta:.0%}" if o.share_of_step_delta is not None else "—"
         rows.append(
             [
-                o.op_type,
+                short_name(o.op_type, width),
                 o.core,
                 format_ms(o.baseline_time_per_step_us),
                 format_ms(o.current_time_per_step_us),
@@ -295,7 +307,7 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
                 )
             )
             out.append("")
-        rows = _operator_rows(c, top)
+        rows = _operator_rows(c, top, markdown=True)
         if rows:
             out.append("<details><summary>Operators that changed most</summary>")
             out.append("")

@@ -6,7 +6,7 @@ metric, and the operators that explain it. Built from the facts the decision kep
 from __future__ import annotations
 
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
-from perfgate.report.format import format_change, format_spread, format_value
+from perfgate.report.format import format_change, format_spread, format_value, short_name
 from perfgate.verdict import MetricStatus, Verdict
 
 BREAKDOWN_WORDS = {
@@ -118,7 +118,7 @@ def describe_operator(o: OperatorDelta, step_delta_us: float | None = None) -> s
     step-time increase``. A share is told only against a step time that moved the same
     way, and never beyond the whole: an operator that grew more than the step did says so,
     with what the rest of the step did."""
-    text = f"{o.op_type} [{o.core}] {o.delta_us / 1e3:+.3f} ms/step"
+    text = f"{short_name(o.op_type, 80)} [{o.core}] {o.delta_us / 1e3:+.3f} ms/step"
     if o.status == "new":
         text += " (new operator)"
     elif o.status == "calls-changed":
@@ -175,7 +175,7 @@ def summary_lines(c: Comparison) -> list[str]:
                 line += f"; per step: {where}"
         lines.append(line)
     lines.extend(
-        f"{c.benchmark}: operator {o.op_type} [{o.core}] regressed: "
+        f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] regressed: "
         f"{o.baseline_time_per_step_us / 1e3:.3f} → {o.current_time_per_step_us / 1e3:.3f} "
         f"ms/step (p={o.p_value:.2g}, Holm-corrected)"
         for o in c.operators

@@ -84,3 +84,55 @@ def format_p(value: float | None) -> str:
     if value is None or missing(value):
         return NOT_AVAILABLE
     return f"{value:.2g}"
+
+
+def _drop_nested(name: str, opening: str, closing: str) -> str:
+    """``name`` with every outermost ``opening…closing`` block replaced by ``opening…closing``
+    holding an ellipsis (``f<int, 4>(x)`` → ``f<…>(x)``)."""
+    out: list[str] = []
+    depth = 0
+    for char in name:
+        if char == opening:
+            if depth == 0:
+                out.append(opening + "…")
+            depth += 1
+        elif char == closing and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(closing)
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
+
+
+def short_name(name: str, width: int = 60) -> str:
+    """An operator or kernel name that fits a table cell: template argument lists and
+    parameter lists folded (``void at::native::vectorized_elementwise_kernel<4, …>(int, …)``
+    → ``void at::native::vectorized_elementwise_kernel<…>(…)``), as HTA does, then cut in
+    the middle. JSON keeps the full name."""
+    text = " ".join(str(name).split())
+    if len(text) > width:
+        text = _drop_nested(_drop_nested(text, "<", ">"), "(", ")")
+    if len(text) <= width:
+        return text
+    head = (width - 1) * 2 // 3
+    tail = width - 1 - head
+    return text[:head] + "…" + text[-tail:]
+
+
+def terminal_width(default: int = 120) -> int:
+    """The width tables should fit: ``COLUMNS``, else the terminal's, else ``default``."""
+    import os
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def name_width(other_columns: int, *, markdown: bool = False) -> int:
+    """How wide a name column may be next to ``other_columns`` characters of other cells."""
+    if markdown:
+        return 60
+    return max(24, terminal_width() - other_columns)

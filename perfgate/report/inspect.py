@@ -15,7 +15,13 @@ from tabulate import tabulate
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import json_number
-from perfgate.report.format import format_calls, format_ratio, format_time
+from perfgate.report.format import (
+    format_calls,
+    format_ratio,
+    format_time,
+    name_width,
+    short_name,
+)
 
 # History: 1 — first version (metrics, breakdown, per_step, operators, profile, notes).
 INSPECT_SCHEMA = "perfgate.inspect"
@@ -132,10 +138,11 @@ def _breakdown_rows(analysis: RunAnalysis) -> list[list[str]]:
     return rows
 
 
-def _operator_rows(analysis: RunAnalysis, top: int) -> list[list[str]]:
+def _operator_rows(analysis: RunAnalysis, top: int, *, markdown: bool = False) -> list[list[str]]:
+    width = name_width(60, markdown=markdown)
     return [
         [
-            row["op_type"],
+            short_name(row["op_type"], width),
             row["core"],
             row["category"],
             format_calls(row["calls_per_step"]),
@@ -208,7 +215,11 @@ def render_markdown(profile: Profile, analysis: RunAnalysis, top: int = 10) -> s
         )
         parts.append("")
         parts.append(
-            tabulate(_operator_rows(analysis, top), headers=_OPERATOR_HEADERS, tablefmt="github")
+            tabulate(
+                _operator_rows(analysis, top, markdown=True),
+                headers=_OPERATOR_HEADERS,
+                tablefmt="github",
+            )
         )
     if analysis.notes:
         parts.append("")
