@@ -2,7 +2,8 @@
 real regressions are caught.
 
 In a temporary ``git clone`` of a repository (default: the one this script lives in; the
-clone holds its committed HEAD, so the tree is clean and HEAD is a commit) and with the
+clone holds its committed HEAD, so the tree is clean and HEAD is a commit, put on a local
+``main`` branch so that it is its own baseline commit) and with the
 current interpreter (perfgate must be importable; run from the clone, ``python -m pytest``
 imports the clone's own ``perfgate/`` first when it has one):
 
@@ -50,16 +51,21 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def clone(source: Path, dest: Path, ref: str | None) -> str:
-    """Clone ``source`` into ``dest`` (committed files only) and return HEAD's commit."""
+def clone(source: Path, dest: Path, ref: str | None, branch: str) -> str:
+    """Clone ``source`` into ``dest`` (committed files only), put HEAD (or ``ref``) on a
+    local ``branch`` and return its commit.
+
+    On the baseline branch HEAD is its own merge-base, so the re-runs compare with the
+    baselines just recorded, as after ``--perfgate-update`` on ``main``; on another branch
+    they would be looked up from the merge-base with ``main`` instead.
+    """
     subprocess.run(
         ["git", "clone", "-q", "--no-hardlinks", str(source), str(dest)],
         check=True,
         capture_output=True,
         text=True,
     )
-    if ref:
-        git(dest, "checkout", "-q", "--detach", ref)
+    git(dest, "checkout", "-q", "-B", branch, ref or "HEAD")
     head = git(dest, "rev-parse", "--verify", "HEAD^{commit}")
     if git(dest, "status", "--porcelain", "--untracked-files=no"):
         raise SystemExit(f"the clone of {source} at {head[:12]} is not clean")
@@ -185,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments (one string)")
     parser.add_argument("--json", help="write the runs and the summary here")
     parser.add_argument("--ref", help="check this commit out in the clone (default: HEAD)")
+    parser.add_argument(
+        "--branch", default="main", help="the baseline branch HEAD is put on in the clone"
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary clone")
     args = parser.parse_args(argv)
@@ -193,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="perfgate-journey-"))
     clone_dir = tmp / "repo"
     try:
-        head = clone(Path(args.repo).resolve(), clone_dir, args.ref)
+        head = clone(Path(args.repo).resolve(), clone_dir, args.ref, args.branch)
         where = subprocess.run(
             [sys.executable, "-c", "import perfgate; print(perfgate.__file__)"],
             cwd=clone_dir,
@@ -226,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "commit": head,
                 "perfgate": where,
                 "python": sys.executable,
+                "branch": args.branch,
                 "pytest_args": extra,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 "summary": rows,
