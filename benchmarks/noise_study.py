@@ -637,16 +637,18 @@ def report_detect(doc: Json) -> str:
     )
 
 
-def rounds_needed(sd: float, effect: float, alpha: float = 0.01, power: float = 0.9) -> int:
+def rounds_needed(sd: float, effect: float, alpha: float = 0.01, power: float = 0.9) -> str:
     """Smallest R a side for a one-sided two-sample t on log round medians (equal SD)."""
+    if math.isnan(sd):
+        return "n/a"
     delta = math.log(effect)
-    for r in range(2, 1000):
+    for r in range(2, 301):
         df = 2 * r - 2
         nc = delta / (sd * math.sqrt(2 / r))
         crit = stats.t.ppf(1 - alpha, df)
         if 1 - stats.nct.cdf(crit, df, nc) >= power:
-            return r
-    return 1000
+            return str(r)
+    return "> 300"
 
 
 def report_power(sds: dict[str, float]) -> str:
@@ -695,6 +697,15 @@ def cmd_report(args: argparse.Namespace) -> None:
         rounds = load(f"rounds{tag}.json")
         if rounds:
             parts += [f"## 2. In-process rounds{tag}\n", report_rounds(rounds, fresh)]
+            for p in rounds["processes"]:
+                if p["variant"] != "interleaved":
+                    continue
+                for name in ("mlp", "cnn_train"):
+                    rmeds = [median_us(r["step_ns"]) for r in p["rounds"].get(name, [])]
+                    if len(rmeds) < 2:
+                        continue
+                    key = f"in-process interleaved{tag or '_default'} {name} #{p['replicate']}"
+                    sds[key] = log_sd(rmeds)
     threads = load("threads.json")
     if threads:
         parts += ["## 3. Threads and affinity\n", report_threads(threads)]
