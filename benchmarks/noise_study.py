@@ -408,6 +408,7 @@ def process_rows(procs: Sequence[Json], name: str) -> list[Json]:
                     "wall_s": p["process_wall_s"],
                     "import_s": p["import_s"],
                     "cpu_per_wall": r["cpu_ns"] / r["wall_ns"],
+                    "load": r["loadavg"][0],
                 }
             )
     return rows
@@ -448,12 +449,21 @@ def report_fresh(doc: Json) -> str:
         "import torch",
         "CPU/wall",
     ]
-    medians = {name: [fmt_us(r["median_us"]) for r in process_rows(procs, name)] for name in names}
-    detail = "\n".join(f"- {n}: {', '.join(v)}" for n, v in medians.items())
+    loads, scaled, detail = [], [], []
+    for name in names:
+        pr = process_rows(procs, name)
+        typical = float(np.median([r["median_us"] for r in pr]))
+        loads += [r["load"] for r in pr]
+        scaled += [r["median_us"] / typical for r in pr]
+        shown = ", ".join(f"{fmt_us(r['median_us'])} ({r['load']:.1f})" for r in pr)
+        detail.append(f"- {name}: {shown}")
+    rho = stats.spearmanr(loads, scaled)
     return (
         f"threads={doc.get('threads') or 'torch default'}; load average (1 min) seen: "
-        f"{load_range(procs)}\n\n{table(head, rows)}\n\nPer-process medians, in run order:\n"
-        f"{detail}\n"
+        f"{load_range(procs)}\n\n{table(head, rows)}\n\nPer-process medians (1-min load "
+        f"average after the round), in run order:\n" + "\n".join(detail) + "\n\n"
+        f"Spearman ρ between load and median / the workload's median of medians, all "
+        f"processes: {float(rho.statistic):.2f} (p = {float(rho.pvalue):.1g})\n"
     )
 
 
