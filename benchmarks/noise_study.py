@@ -499,6 +499,10 @@ def report_rounds(doc: Json, fresh: Json | None) -> str:
                     len(cvs),
                     ", ".join(fmt_us(m) for m in meds),
                     ", ".join(pct(c) for c in cvs),
+                    ", ".join(pct(c) for c in lsds),
+                    pct(log_sd([r["median_us"] for r in process_rows(fresh["processes"], name)]))
+                    if fresh
+                    else "n/a",
                     ", ".join(f"{r:.2f}" for r in ratios),
                     pct(between),
                     f"{mean_cv / between:.2f}" if between == between else "n/a",
@@ -511,6 +515,8 @@ def report_rounds(doc: Json, fresh: Json | None) -> str:
         "processes",
         "median of round medians (per process)",
         "CV of round medians (per process)",
+        "SD log round medians (per process)",
+        "SD log medians, fresh",
         "max/min round medians",
         "between-process CV (fresh)",
         "in-process CV / between-process CV",
