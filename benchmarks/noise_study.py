@@ -96,13 +96,15 @@ def time_round(step: StepFn, warmup: int, steps: int) -> Json:
     wall0, cpu0 = time.perf_counter_ns(), time.process_time_ns()
     for _ in range(warmup):
         step()
-    times = []
+    times, cpu_times = [], []
     for _ in range(steps):
-        start = time.perf_counter_ns()
+        start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
         step()
         times.append(time.perf_counter_ns() - start)
+        cpu_times.append(time.process_time_ns() - cpu_start)
     return {
         "step_ns": times,
+        "step_cpu_ns": cpu_times,
         "wall_ns": time.perf_counter_ns() - wall0,
         "cpu_ns": time.process_time_ns() - cpu0,
         "loadavg": list(os.getloadavg()),
@@ -409,6 +411,7 @@ def process_rows(procs: Sequence[Json], name: str) -> list[Json]:
                     "import_s": p["import_s"],
                     "cpu_per_wall": r["cpu_ns"] / r["wall_ns"],
                     "load": r["loadavg"][0],
+                    "cpu_median_us": median_us(r.get("step_cpu_ns") or [math.nan]),
                 }
             )
     return rows
@@ -434,6 +437,7 @@ def report_fresh(doc: Json) -> str:
                 f"{float(np.median([r['wall_s'] for r in pr])):.1f} s",
                 f"{float(np.median([r['import_s'] for r in pr])):.1f} s",
                 f"{float(np.median([r['cpu_per_wall'] for r in pr])):.2f}",
+                pct(log_sd([r["cpu_median_us"] for r in pr])),
             ]
         )
     head = [
@@ -448,6 +452,7 @@ def report_fresh(doc: Json) -> str:
         "wall/proc",
         "import torch",
         "CPU/wall",
+        "SD log CPU-time medians",
     ]
     loads, scaled, detail = [], [], []
     for name in names:
@@ -605,12 +610,17 @@ def split_rates(
 
 def report_detect(doc: Json) -> str:
     procs = doc["processes"]
-    meds: dict[str, list[float]] = {}
-    for p in procs:
-        name = p["workloads"][0]
-        meds.setdefault(p["arm"], []).extend(median_us(r["step_ns"]) for r in p["rounds"][name])
     rows = []
-    for base, cur in (("mlp", "mlp_heavy"), ("cnn_train", "cnn_train+host_copy")):
+    clocks = ("step_ns", "step_cpu_ns")
+    pairs = (("mlp", "mlp_heavy"), ("cnn_train", "cnn_train+host_copy"))
+    for (base, cur), clock in ((pair, clock) for clock in clocks for pair in pairs):
+        meds: dict[str, list[float]] = {}
+        for p in procs:
+            for r in p["rounds"][p["workloads"][0]]:
+                if clock in r:
+                    meds.setdefault(p["arm"], []).append(median_us(r[clock]))
+        if base not in meds or cur not in meds:
+            continue
         a, b = meds[base], meds[cur]
         sa, sb = spread(a), spread(b)
         ratio = sb["median_us"] / sa["median_us"]
@@ -619,7 +629,7 @@ def report_detect(doc: Json) -> str:
         plus8 = split_rates(a, [x * 1.08 for x in a], 5, 500)
         rows.append(
             [
-                f"{base} → {cur}",
+                f"{base} → {cur}" + (" (CPU time)" if clock == "step_cpu_ns" else " (wall)"),
                 f"{len(a)} / {len(b)}",
                 f"{fmt_us(sa['median_us'])} → {fmt_us(sb['median_us'])}",
                 f"{ratio:.2f}",
