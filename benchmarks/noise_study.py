@@ -747,6 +747,17 @@ def cmd_report(args: argparse.Namespace) -> None:
         detect = load(f"detect{tag}.json")
         if detect:
             parts += [f"## 4. Detection{tag}\n", report_detect(detect)]
+            for arm in ("mlp", "cnn_train"):
+                for clock in ("step_ns", "step_cpu_ns"):
+                    medians = [
+                        median_us(r[clock])
+                        for p in detect["processes"]
+                        if p["arm"] == arm
+                        for r in p["rounds"][arm]
+                        if clock in r
+                    ]
+                    if len(medians) > 1:
+                        sds[f"detect{tag or '_default'} {arm} {clock}"] = log_sd(medians)
     if sds:
         parts += ["## Power\n", report_power(sds)]
     text = "\n".join(parts)
