@@ -192,6 +192,23 @@ def test_a_baseline_with_nested_samples_is_an_error_not_a_false_regression(
         )
 
 
+def test_a_version_1_baseline_with_samples_abc_is_one_line(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    # Version 1 files are upgraded when read; a damaged one must still get the schema's line.
+    head = git(repo, "rev-parse", "HEAD")
+    path = repo / "baselines" / "b" / "e" / f"{head}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        '{"format": "perfgate.baseline", "format_version": 1, "benchmark": "b", "env": "e", '
+        f'"commit": "{head}", "samples": "abc"}}'
+    )
+    current = results_file(tmp_path / "current.json", [run_record()])
+    status, _, err = cli("compare", str(current), "--repo", str(repo))
+    assert status == 2
+    assert err == f"perfgate: error: {path}: key 'samples' is 'abc' (expected a valid dictionary)\n"
+
+
 def test_one_damaged_baseline_does_not_poison_other_benchmarks(
     repo: Path, tmp_path: Path, cli: Cli
 ) -> None:
@@ -563,6 +580,12 @@ def test_a_master_repository_works_the_same_everywhere(tmp_path: Path, cli: Cli)
     for i in (2, 3):
         done = run_plugin(repo, "test_bench.py", "--perfgate-update")
         assert done.returncode == 0, done.stdout + done.stderr
+        # The baseline keeps all of the plugin's record (only the results file's own keys
+        # about the run's outcome stay out).
+        (run,) = json.loads((repo / "perfgate-out" / "results.json").read_text())["runs"]
+        stored = json.loads(Path(run["baseline_path"]).read_text())
+        outcome = {"verdict", "comparison", "baseline_path", "timings_s", "commit"}
+        assert set(run) - outcome <= set(stored)
         commit_all(repo, "perfgate: baselines")
         (repo / "model.py").write_text(f"VERSION = {i}\n")
         commit_all(repo, f"Model v{i}")
