@@ -174,12 +174,6 @@ def default_branch(repo_dir: Path) -> str:
         return _default_branch(repo)
 
 
-def baseline_branch(repo_dir: Path, configured: str | None) -> str:
-    """The branch whose history holds the baselines: ``baseline.branch`` when the
-    configuration sets it, else the repository's :func:`default_branch`."""
-    return configured or default_branch(repo_dir)
-
-
 def current_commit(repo_dir: Path) -> CommitInfo:
     """The commit checked out in ``repo_dir`` (or the repository that contains it)."""
     with _open(repo_dir) as repo:
