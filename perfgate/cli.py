@@ -263,7 +263,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         comparisons = gate_against_store(
             current.records,
             settings,
-            StoreLookup(repo_dir=Path(args.repo), baseline_ref=args.baseline_ref),
+            StoreLookup(
+                repo_dir=Path(args.repo), baseline_ref=args.baseline_ref, strict=bool(args.strict)
+            ),
         )
         return _render_comparisons(comparisons, args)
     base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env)
@@ -363,11 +365,11 @@ def _cmd_baseline_list(args: argparse.Namespace) -> int:
 def _benchmark_envs(root: Path, benchmark: str, env: str | None) -> list[str]:
     """The runner environments to look in: the one asked for, else every one that holds
     baselines of ``benchmark`` (an error when there is none)."""
-    from perfgate.store.baselines import list_baselines
+    from perfgate.store.baselines import stored_envs
 
     if env:
         return [env]
-    envs = sorted({e.env for e in list_baselines(root) if e.benchmark == benchmark})
+    envs = stored_envs(root, benchmark)
     if not envs:
         raise PerfgateError(f"{root}: no baselines of benchmark {benchmark!r}")
     return envs

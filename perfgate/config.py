@@ -11,10 +11,13 @@ Defaults::
     statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
                  rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4}
     measure:    {threads: auto, pin_cpu: auto}
-    baseline:   {dir: baselines, branch: main, max_depth: 50, env: auto}
+    baseline:   {dir: baselines, max_depth: 50, env: auto}
     profiler:   auto
     benchmarks:
       resnet50_train: {thresholds: {step_time: {max_increase: 3%}}}
+
+``baseline.branch`` defaults to the repository's default branch (``origin/HEAD``, else
+``main`` or ``master``); set it to name another.
 
 Every unknown key and bad value is a :class:`~perfgate.errors.ConfigError` naming the file,
 the key path, the value and what is allowed.
@@ -237,7 +240,7 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
             texts[key] = value
     settings = BaselineSettings(
         dir=texts.get("dir", "baselines"),
-        branch=texts.get("branch", "main"),
+        branch=texts.get("branch"),
         env=texts.get("env", "auto"),
     )
     if "max_depth" in section:

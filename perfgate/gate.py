@@ -19,8 +19,8 @@ from perfgate.analysis.statistics import sample_median
 from perfgate.errors import PerfgateError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
 from perfgate.rules import Rules, Settings
-from perfgate.store.baselines import history, list_baselines, write_baseline
-from perfgate.store.git import Candidate, baseline_candidates, current_commit
+from perfgate.store.baselines import history, stored_envs, write_baseline
+from perfgate.store.git import Walk, baseline_walk, current_commit
 from perfgate.verdict import Verdict
 
 
@@ -42,11 +42,15 @@ class StoreLookup:
     first parent even when HEAD's own baseline exists). Off by default: after
     ``--perfgate-update``, editing the model and running again must compare with the
     baseline just recorded; a clean re-run of HEAD compares with itself and says so.
+
+    ``strict`` (``--strict``, ``--perfgate-strict``): a lookup that could not see the
+    history it needs (a shallow clone) is an ``error``, not ``no-baseline``.
     """
 
     repo_dir: Path
     baseline_ref: str | None = None
     exclude_head: bool = False
+    strict: bool = False
 
 
 def store_root(repo_dir: Path, settings: Settings) -> Path:
@@ -65,8 +69,7 @@ def gate_against_store(
     candidate commit's, with the look-back of the ones after it. ``rules``: per-benchmark
     rules that replace the settings' (a pytest marker's thresholds)."""
     root = store_root(lookup.repo_dir, settings)
-    head = current_commit(lookup.repo_dir)
-    candidates = baseline_candidates(
+    walk = baseline_walk(
         lookup.repo_dir,
         baseline_branch=settings.baseline.branch,
         start_ref=lookup.baseline_ref,
@@ -77,10 +80,10 @@ def gate_against_store(
     for current in currents:
         name, env = current["benchmark"], current["env"]
         bench_rules = (rules or {}).get(name) or settings.rules_for(name)
-        found = history(root, name, env, candidates, limit=bench_rules.statistics.lookback)
+        found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
         current_info = {"commit": current.get("commit"), "env": env}
         if not found:
-            comparisons.append(_no_baseline(current, root, candidates, settings, current_info))
+            comparisons.append(_no_baseline(current, root, walk, lookup.strict, current_info))
             continue
         nearest = found[0]
         info = {
@@ -100,7 +103,8 @@ def gate_against_store(
             current_info=current_info,
             look=look,
         )
-        if nearest.candidate.sha == head.sha and not head.dirty:
+        # Whether the tree is dirty costs a `git status`: asked only when it matters.
+        if nearest.candidate.sha == walk.head and not current_commit(lookup.repo_dir).dirty:
             comparison.notes.append(
                 "the baseline was recorded from this very commit with a clean tree: any "
                 "difference comes from the environment, the inputs or the machine, not the code"
@@ -123,31 +127,51 @@ def measured(record: RunRecord) -> dict[str, float | int | None]:
 def _no_baseline(
     current: RunRecord,
     root: Path,
-    candidates: Sequence[Candidate],
-    settings: Settings,
+    walk: Walk,
+    strict: bool,
     current_info: dict[str, Any],
 ) -> Comparison:
     name, env = str(current["benchmark"]), str(current["env"])
+    candidates = walk.candidates
     comparison = Comparison(
         benchmark=name,
-        verdict=Verdict.NO_BASELINE,
+        verdict=Verdict.ERROR if walk.shallow and strict else Verdict.NO_BASELINE,
         baseline={"commit": None, "how": candidates[0].how if candidates else None},
         current={**current_info, "measured": measured(current)},
     )
     where = f"{root}/{name}/{env}/"
+    start = candidates[0].sha[:12] if candidates else "HEAD"
+    if walk.shallow:
+        # Not "record a baseline": the baselines may well exist, in history this clone lacks.
+        comparison.notes.append(
+            f"no baseline for {name!r} on {env!r} in {where} within the {len(candidates)} "
+            f"commit(s) of {start} that this shallow clone has: the gate cannot see the "
+            "baselines of older commits; fetch the whole history (`fetch-depth: 0` on "
+            "actions/checkout, or `git fetch --unshallow`)"
+            + ("" if strict else "; with --strict this is an error")
+        )
+        return comparison
     comparison.notes.append(
         f"no baseline for {name!r} on {env!r} in {where} within {len(candidates)} commit(s) "
-        f"of {candidates[0].sha[:12] if candidates else 'HEAD'}; record one on the "
-        f"{settings.baseline.branch} branch with `pytest --perfgate --perfgate-update` or "
-        "`perfgate baseline update --from RESULTS`"
+        f"of {start}; record one on the {walk.branch} branch with "
+        "`pytest --perfgate --perfgate-update` or `perfgate baseline update --from RESULTS`"
     )
-    other_envs = sorted({e.env for e in list_baselines(root) if e.benchmark == name} - {env})
+    other_envs = [e for e in stored_envs(root, name) if e != env]
     if other_envs:
         comparison.notes.append(
             f"baselines of {name!r} exist for other runner environments: "
             f"{', '.join(other_envs)} (this runner is {env!r}; set baseline.env to share one)"
         )
     return comparison
+
+
+# What a baseline keeps of a run: the keys of the run record's schema, and the extras the
+# measuring code adds (the runner's load). A results file's verdict, comparison and
+# timings, and any other key, stay out, so a results file cannot make a baseline big.
+BASELINE_CONTENT = tuple(
+    sorted((RunRecord.__required_keys__ | RunRecord.__optional_keys__ | {"runner"}) - {"commit"})
+)
+_NAMES = ("benchmark", "env")
 
 
 def record_baselines(
@@ -183,20 +207,9 @@ def record_baselines(
     root = store_root(repo_dir, settings)
     paths = []
     for record in records:
-        # A results-file run also carries its verdict and comparison: not baseline content.
-        body = {
-            k: v
-            for k, v in record.items()
-            if k
-            not in (
-                "format",
-                "format_version",
-                "verdict",
-                "comparison",
-                "baseline_path",
-                "timings_s",
-            )
-        }
+        # Only what a baseline is made of: a results-file run also carries its verdict,
+        # comparison and timings, and a file may carry anything else besides.
+        run: Mapping[str, Any] = record
         baseline = {
             "format": BASELINE_FORMAT,
             "format_version": BASELINE_FORMAT_VERSION,
@@ -207,7 +220,7 @@ def record_baselines(
             "commit_time": commit.time,
             "created": created,
             "dirty": commit.dirty,
-            **{k: v for k, v in body.items() if k not in ("benchmark", "env", "commit")},
+            **{k: v for k, v in run.items() if k in BASELINE_CONTENT and k not in _NAMES},
         }
         paths.append(write_baseline(root, baseline))
     return paths

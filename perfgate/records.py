@@ -225,8 +225,10 @@ def _check_rounds(run: RunRecord, where: str) -> None:
 
 def _upgrade_v1(document: dict[str, Any]) -> dict[str, Any]:
     """A version 1 record in the version 2 shape: its gated step times become one round."""
-    samples = dict(document.get("samples") or {})
+    samples = document.get("samples")
+    # Not a mapping ("samples": "abc"): left for the schema to refuse with one line.
     if isinstance(samples, dict) and "profiled_step_time_us" in samples:
+        samples = dict(samples)
         gated = samples.get("step_time_us", [])
         samples["step_time_us"] = samples.pop("profiled_step_time_us")
         return {**document, "samples": samples, "timing": {"step_time_us": gated}}

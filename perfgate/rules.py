@@ -197,7 +197,8 @@ class MeasureSettings:
 @dataclass(frozen=True)
 class BaselineSettings:
     dir: str = "baselines"
-    branch: str = "main"
+    # None: the repository's default branch (perfgate.store.git.default_branch).
+    branch: str | None = None
     max_depth: int = 50
     env: str = "auto"
 

@@ -316,9 +316,10 @@ def test_the_action_run_scripts_pass_shellcheck() -> None:
         assert done.returncode == 0, done.stdout
 
 
-def zizmor_findings(*paths: Path) -> list[dict[str, Any]]:
+def zizmor_findings(*paths: Path, persona: str = "regular") -> list[dict[str, Any]]:
+    command = [checker("zizmor"), "--offline", "--format", "json", f"--persona={persona}"]
     done = subprocess.run(
-        [checker("zizmor"), "--offline", "--format", "json", *map(str, paths)],
+        [*command, *map(str, paths)],
         capture_output=True,
         text=True,
         check=False,
@@ -329,13 +330,66 @@ def zizmor_findings(*paths: Path) -> list[dict[str, Any]]:
 
 
 def test_zizmor_finds_nothing_of_medium_or_high_severity() -> None:
-    findings = zizmor_findings(ACTION, *WORKFLOWS)
-    serious = [
-        (f["ident"], f["locations"][0]["symbolic"]["key"])
-        for f in findings
-        if f["determinations"]["severity"] in ("Medium", "High")
+    # The files themselves: given the directory examples/workflows, zizmor skips it.
+    for persona in ("regular", "auditor"):
+        findings = zizmor_findings(ACTION, *WORKFLOWS, persona=persona)
+        serious = [
+            (f["ident"], f["locations"][0]["symbolic"]["key"])
+            for f in findings
+            if f["determinations"]["severity"] in ("Medium", "High")
+        ]
+        assert serious == [], persona
+
+
+def test_each_accepted_zizmor_finding_is_documented_with_its_reason(tmp_path: Path) -> None:
+    docs = (ROOT / "docs" / "github-action.md").read_text(encoding="utf-8")
+    section = docs.split("## zizmor's findings", 1)[1].split("\n## ", 1)[0]
+    ignored = []
+    for path in EXAMPLES:
+        workflow = load_yaml(path)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for name, job in workflow["jobs"].items():
+            line = next(
+                (ln for ln in lines if ln.strip().startswith("runs-on:") and "zizmor" in ln), ""
+            )
+            runs_on = job["runs-on"]
+            if isinstance(runs_on, list) and "self-hosted" in runs_on:
+                ignored.append((path, name))
+                assert "# zizmor: ignore[self-hosted-runner]" in line, (path, name)
+                row = f"| `{path.relative_to(ROOT)}` | `{name}` | "
+                assert row in section, row
+                reason = section.split(row, 1)[1].split("|", 1)[0]
+                assert len(reason.split()) > 15, (path, name)
+    assert len(ignored) == 3  # the three medium findings the issue names
+    # Without the ignore comments, the auditor persona reports exactly those three.
+    copies = []
+    for path in EXAMPLES:
+        copies.append(tmp_path / path.name)
+        copies[-1].write_text(path.read_text().replace("zizmor: ignore", "ignored"))
+    bare = [
+        f
+        for f in zizmor_findings(*copies, persona="auditor")
+        if f["determinations"]["severity"] == "Medium"
     ]
-    assert serious == []
+    assert sorted(f["ident"] for f in bare) == ["self-hosted-runner"] * 3
+
+
+def test_third_party_actions_are_on_the_current_majors_pinned_by_commit() -> None:
+    expected = {
+        "actions/checkout": "3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1",
+        "actions/setup-python": "5fda3b95a4ea91299a34e894583c3862153e4b97 # v7.0.0",
+        "actions/upload-artifact": "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f # v7.0.0",
+        "actions/download-artifact": "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c # v8.0.1",
+    }
+    documents = [ACTION, *WORKFLOWS, ROOT / "README.md", ROOT / "docs" / "github-action.md"]
+    seen = set()
+    for path in documents:
+        for action, pin in re.findall(
+            r"(actions/[\w-]+)@([0-9a-f]{40} # v[\d.]+)", path.read_text()
+        ):
+            assert pin == expected[action], (path.name, action, pin)
+            seen.add(action)
+    assert seen == set(expected)
 
 
 def test_zizmor_does_flag_an_unsafe_workflow_so_the_check_above_means_something(
@@ -501,19 +555,125 @@ def test_pytest_command_splits_arguments_like_a_shell_and_sources_cann_first(
     [
         ("auto", "push", "refs/heads/main", "pass", "main"),
         ("auto", "push", "refs/heads/main", "regression", "main"),
+        ("always", "push", "refs/heads/main", "pass", "main"),
         ("auto", "push", "refs/heads/feature", "pass", None),
+        ("always", "push", "refs/heads/release", "pass", None),
         ("auto", "pull_request", "refs/pull/7/merge", "pass", None),
         ("auto", "workflow_dispatch", "refs/heads/main", "pass", None),
-        ("always", "workflow_dispatch", "refs/heads/release", "pass", "release"),
+        ("always", "workflow_dispatch", "refs/heads/main", "pass", None),
+        # Events that run with the base branch's ref, but may have checked out anything.
+        ("always", "pull_request_target", "refs/heads/main", "pass", None),
+        ("always", "workflow_run", "refs/heads/main", "pass", None),
+        ("always", "schedule", "refs/heads/main", "pass", None),
+        ("always", "issue_comment", "refs/heads/main", "pass", None),
         ("always", "push", "refs/tags/v1", "pass", None),
         ("auto", "push", "refs/heads/main", "error", None),
         ("never", "push", "refs/heads/main", "pass", None),
     ],
 )
-def test_baselines_are_recorded_on_pushes_to_the_baseline_branch_by_default(
+def test_baselines_are_recorded_only_on_pushes_to_the_baseline_branch(
     mode: str, event: str, ref: str, verdict: str, branch: str | None
 ) -> None:
     assert decide(mode, event, ref, "main", verdict)[0] == branch
+
+
+def pr_head_checkout(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A bare remote with main, and a runner's checkout of an unreviewed PR head (a fork's
+    commit) made the way a `pull_request_target` workflow that checks out the head does."""
+    remote, checkout = make_remote(tmp_path)
+    git(checkout, "checkout", "--quiet", "-b", "pr-head")
+    (checkout / "model.py").write_text("import os  # unreviewed\n")
+    git(checkout, "commit", "--quiet", "-am", "Unreviewed change")
+    return remote, checkout, git(checkout, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("event_name", "event"),
+    [
+        ("pull_request_target", {**pr_event(), "action": "opened"}),
+        ("workflow_run", {"action": "completed", "workflow_run": {"head_branch": "pr-head"}}),
+        ("schedule", {"schedule": "0 3 * * *"}),
+        ("issue_comment", {"action": "created", "issue": {"number": 7}, "comment": {}}),
+        ("workflow_dispatch", {"inputs": {}, "ref": "refs/heads/main"}),
+    ],
+)
+def test_update_baselines_always_is_refused_on_every_event_but_a_push(
+    tmp_path: Path, event_name: str, event: dict[str, Any]
+) -> None:
+    remote, checkout, unreviewed = pr_head_checkout(tmp_path)
+    before = git(remote, "rev-parse", "main")
+    results = real_results(checkout)
+    # GITHUB_REF is the base branch for these events: the ref says nothing of the code.
+    runner = Runner(tmp_path / "runner", event_name, event, "refs/heads/main")
+    done = runner.step(
+        "commit_baselines",
+        checkout,
+        "--backoff",
+        "0",
+        PERFGATE_UPDATE_BASELINES="always",
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "::warning::perfgate: update-baselines 'always' is no longer honoured" in done.stdout
+    assert (
+        "::notice::perfgate: not recording baselines: baselines are recorded only on a push "
+        f"to main, and this run is a {event_name} event"
+    ) in done.stdout
+    assert git(remote, "rev-parse", "main") == before
+    never_pushed = subprocess.run(["git", "cat-file", "-e", unreviewed], cwd=remote, check=False)
+    assert never_pushed.returncode != 0  # the unreviewed commit never reached the remote
+    assert not (checkout / "baselines").exists()
+    assert runner.outputs() == {}
+
+
+def test_a_push_records_only_the_pushed_commit(tmp_path: Path) -> None:
+    remote, checkout, unreviewed = pr_head_checkout(tmp_path)
+    before = git(remote, "rev-parse", "main")
+    results = real_results(checkout)
+    # A push to main whose job checked out something else (another ref, a PR head).
+    runner = Runner(tmp_path / "runner", "push", push_event(before), "refs/heads/main")
+    status, stdout = runner.call(
+        partial(baselines_step.main, []),
+        checkout,
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+    )
+    assert status == 2
+    assert (
+        f"::error::perfgate: HEAD is {unreviewed[:12]}, but the push to main was "
+        f"{before[:12]}: baselines are recorded only for the pushed commit"
+    ) in stdout
+    assert git(remote, "rev-parse", "main") == before
+
+
+def test_the_baseline_branch_is_the_repositorys_default_branch_from_the_event(
+    tmp_path: Path,
+) -> None:
+    remote, checkout = make_remote(tmp_path)
+    # A repository whose default branch is `trunk`; the runner's checkout (like
+    # actions/checkout) has no origin/HEAD.
+    git(checkout, "push", "--quiet", "origin", "HEAD:trunk")
+    git(checkout, "checkout", "--quiet", "-b", "trunk", "origin/trunk")
+    git(checkout, "remote", "set-head", "origin", "--delete")
+    measured = git(checkout, "rev-parse", "HEAD")
+    results = real_results(checkout)
+    event = {**push_event(measured), "ref": "refs/heads/trunk"}
+    event["repository"] = {**event["repository"], "default_branch": "trunk"}
+    runner = Runner(tmp_path / "runner", "push", event, "refs/heads/trunk")
+    done = runner.step(
+        "commit_baselines",
+        checkout,
+        "--backoff",
+        "0",
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pushed" in done.stdout
+    assert git(remote, "log", "-1", "--format=%s", "trunk") == f"perfgate: baselines for {measured}"
+    # The checkout now says so too, for perfgate's CLI and plugin in later steps.
+    assert git(checkout, "symbolic-ref", "refs/remotes/origin/HEAD") == "refs/remotes/origin/trunk"
 
 
 def test_push_token_goes_to_git_through_the_environment_not_the_repository_config(
@@ -646,6 +806,45 @@ def test_a_crashed_run_is_an_error_even_with_a_stale_report_left_on_a_self_hoste
     assert runner.call(gate_step.main, tmp_path, PERFGATE_VERDICT="")[0] == 1
 
 
+def test_a_shallow_checkout_is_an_error_before_the_benchmarks_run(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    remote, _ = make_remote(tmp_path)
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "--quiet", "--depth", "1", f"file://{remote}", str(shallow))
+    runner = Runner(tmp_path / "runner", "pull_request", pr_event(), "refs/pull/7/merge")
+    record = tmp_path / "record.json"
+    done = runner.step(
+        "run_benchmarks",
+        shallow,
+        "--python",
+        str(fake_python),
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(record),
+        FAKE_RESULTS=json.dumps(results_doc("a" * 40, [run_of("resnet50_train", "no-baseline")])),
+        FAKE_SUMMARY="### perfgate: no baseline\n",
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not record.exists()  # pytest never started
+    assert (
+        "::error::perfgate: this checkout is a shallow clone, so the baselines of earlier "
+        "commits cannot be found and the gate would be silently off; the benchmarks were not "
+        "run. Set `fetch-depth: 0` on actions/checkout"
+    ) in done.stdout
+    outputs = runner.outputs()
+    assert outputs["verdict"] == "error"
+    assert outputs["results-path"] == ""
+    assert "Set `fetch-depth: 0` on actions/checkout" in runner.summary.read_text()
+    assert runner.call(gate_step.main, shallow, PERFGATE_VERDICT=outputs["verdict"])[0] == 1
+    # Merging shards' results needs no history: a shallow checkout is fine for it.
+    write_shard(shallow, "one", "a" * 40, [run_of("resnet50_train", "pass")])
+    merged = Runner(tmp_path / "merge", "pull_request", pr_event(), "refs/pull/7/merge")
+    done = merged.step("run_benchmarks", shallow, PERFGATE_MERGE="shards/*/results.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert merged.outputs()["verdict"] == "pass"
+
+
 def test_a_cann_script_that_does_not_exist_is_an_input_error(tmp_path: Path) -> None:
     runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
     status, stdout = runner.call(
@@ -714,13 +913,24 @@ def test_merge_refuses_shards_of_different_commits_or_a_benchmark_run_twice(
 # --------------------------------------------------------------------------- the PR comment
 
 
-class FakeGitHub:
-    """The issue-comment endpoints of the GitHub REST API, in memory, on 127.0.0.1."""
+# Who each test token acts as, as GitHub answers: GraphQL's viewer for every kind of
+# token; GET /user for user tokens only (an installation token gets 403 there).
+TOKENS = {
+    "ghs_test_token": ("github-actions[bot]", "Bot"),  # the workflow's GITHUB_TOKEN
+    "ghs_app_token": ("perfgate-app[bot]", "Bot"),  # a GitHub App installation token
+    "ghp_user_token": ("perf-bot", "User"),  # a personal access token
+}
 
-    def __init__(self, status: int = 200) -> None:
+
+class FakeGitHub:
+    """The issue-comment, user and GraphQL viewer endpoints of the GitHub API, in memory,
+    on 127.0.0.1. Comments carry their author, the identity of the token that wrote them."""
+
+    def __init__(self, status: int = 200, graphql: bool = True) -> None:
         self.comments: dict[int, dict[str, Any]] = {}
         self.requests: list[tuple[str, str, str]] = []
         self.status = status
+        self.graphql = graphql
         self.next_id = 1000
         github = self
 
@@ -739,13 +949,13 @@ class FakeGitHub:
             def handle_any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
-                github.requests.append(
-                    (self.command, self.path, self.headers.get("Authorization", ""))
-                )
+                auth = self.headers.get("Authorization", "")
+                github.requests.append((self.command, self.path, auth))
                 if github.status != 200:
                     self.reply(github.status, {"message": "Resource not accessible by integration"})
                     return
-                self.reply(*github.route(self.command, self.path, body))
+                token = auth.removeprefix("Bearer ")
+                self.reply(*github.route(self.command, self.path, body, token))
 
             do_GET = do_POST = do_PATCH = handle_any
 
@@ -755,7 +965,31 @@ class FakeGitHub:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
-    def route(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+    def add_comment(self, issue: int, login: str, body: str, kind: str = "User") -> int:
+        """A comment someone else wrote."""
+        self.next_id += 1
+        self.comments[self.next_id] = {
+            "id": self.next_id,
+            "issue": issue,
+            "user": {"login": login, "type": kind},
+            "body": body,
+            "html_url": f"https://github.com/{REPO}/pull/{issue}#issuecomment-{self.next_id}",
+        }
+        return self.next_id
+
+    def route(self, method: str, path: str, body: Any, token: str) -> tuple[int, Any]:
+        if token not in TOKENS:
+            return 401, {"message": "Bad credentials"}
+        login, kind = TOKENS[token]
+        if path == "/graphql" and method == "POST":
+            if not self.graphql:
+                return 404, {"message": "Not Found"}
+            assert "viewer" in body["query"]
+            return 200, {"data": {"viewer": {"login": login}}}
+        if path == "/user" and method == "GET":
+            if kind == "Bot":
+                return 403, {"message": "Resource not accessible by integration"}
+            return 200, {"login": login, "type": kind}
         listing = re.fullmatch(rf"/repos/{REPO}/issues/(\d+)/comments(?:\?(.*))?", path)
         single = re.fullmatch(rf"/repos/{REPO}/issues/comments/(\d+)", path)
         if listing and method == "GET":
@@ -764,17 +998,11 @@ class FakeGitHub:
             mine = [c for c in self.comments.values() if c["issue"] == int(listing.group(1))]
             return 200, mine[(page - 1) * size : page * size]
         if listing and method == "POST":
-            self.next_id += 1
-            comment = {
-                "id": self.next_id,
-                "issue": int(listing.group(1)),
-                "body": body["body"],
-                "html_url": f"https://github.com/{REPO}/pull/{listing.group(1)}"
-                f"#issuecomment-{self.next_id}",
-            }
-            self.comments[self.next_id] = comment
-            return 201, comment
+            number = self.add_comment(int(listing.group(1)), login, body["body"], kind)
+            return 201, self.comments[number]
         if single and method == "PATCH" and int(single.group(1)) in self.comments:
+            # GitHub lets a token with pull-requests: write edit anyone's comment on the
+            # repository: only the action itself can keep to its own.
             comment = self.comments[int(single.group(1))]
             comment["body"] = body["body"]
             return 200, comment
@@ -802,14 +1030,16 @@ def comment_step(
     report: str,
     mode: str = "always",
     *,
+    token: str = "ghs_test_token",
     subprocess_: bool = False,
 ) -> tuple[int, str]:
     """The comment step with this verdict and report: exit status and stdout."""
     summary = runner.tmp / f"summary-{len(api.requests)}.md"
     summary.write_text(report)
     runner.env["GITHUB_API_URL"] = api.url
+    runner.env["GITHUB_GRAPHQL_URL"] = f"{api.url}/graphql"
     inputs = {
-        "PERFGATE_TOKEN": "ghs_test_token",
+        "PERFGATE_TOKEN": token,
         "PERFGATE_COMMENT": mode,
         "PERFGATE_VERDICT": verdict,
         "PERFGATE_SUMMARY_PATH": str(summary),
@@ -823,7 +1053,7 @@ def comment_step(
 def test_pr_comment_is_created_once_then_updated_in_place(tmp_path: Path, api: FakeGitHub) -> None:
     # Someone else's 120 comments first: the marker is looked for past the first page.
     for n in range(120):
-        api.comments[n] = {"id": n, "issue": 7, "body": f"LGTM {n}", "html_url": ""}
+        api.add_comment(7, f"reviewer{n % 3}", f"LGTM {n}")
     runner = Runner(tmp_path, "pull_request", pr_event(7, head_sha="d" * 40), "refs/pull/7/merge")
     status, stdout = comment_step(runner, api, "regression", REGRESSION_MD, subprocess_=True)
     assert status == 0, stdout
@@ -882,6 +1112,139 @@ def test_a_read_only_token_makes_the_comment_a_warning_not_a_failure(tmp_path: P
     assert status == 0
     assert "::warning::perfgate: could not write the PR comment: HTTP 403" in stdout
     assert "pull-requests: write" in stdout
+
+
+def test_a_marker_in_someone_elses_comment_is_never_followed(
+    tmp_path: Path, api: FakeGitHub
+) -> None:
+    # An outsider pastes the marker and a green headline, hoping the action edits it.
+    forged = f"{MARKER}\n### ✅ perfgate: no regression\n\nall good, merge it\n"
+    outsider = api.add_comment(7, "mallory", forged)
+    other_bot = api.add_comment(7, "perfgate-app[bot]", f"{MARKER}\nanother app's", "Bot")
+    runner = Runner(tmp_path, "pull_request", pr_event(7), "refs/pull/7/merge")
+    status, stdout = comment_step(runner, api, "regression", REGRESSION_MD, subprocess_=True)
+    assert status == 0, stdout
+    assert "created the PR comment" in stdout
+    assert api.comments[outsider]["body"] == forged
+    assert api.comments[other_bot]["body"] == f"{MARKER}\nanother app's"
+    ours = [c for c in api.comments.values() if c["user"]["login"] == "github-actions[bot]"]
+    assert len(ours) == 1
+    assert "❌ perfgate: performance regression" in ours[0]["body"]
+    # The next run finds its own comment by author and marker, and edits only that one.
+    status, stdout = comment_step(runner, api, "pass", "### perfgate: all pass\n")
+    assert "updated the PR comment" in stdout
+    patched = [p for m, p, _ in api.requests if m == "PATCH"]
+    assert patched == [f"/repos/{REPO}/issues/comments/{ours[0]['id']}"]
+    assert api.comments[outsider]["body"] == forged
+    assert ("POST", "/graphql", "Bearer ghs_test_token") in api.requests
+
+
+@pytest.mark.parametrize(
+    ("token", "graphql", "author"),
+    [
+        ("ghs_test_token", True, "github-actions[bot]"),  # GITHUB_TOKEN: GraphQL viewer
+        ("ghs_app_token", True, "perfgate-app[bot]"),  # an App's installation token
+        ("ghp_user_token", True, "perf-bot"),  # a personal access token
+        ("ghp_user_token", False, "perf-bot"),  # no GraphQL (an old GHES): GET /user
+    ],
+)
+def test_the_comment_to_update_is_the_one_the_tokens_own_identity_wrote(
+    tmp_path: Path, token: str, graphql: bool, author: str
+) -> None:
+    with FakeGitHub(graphql=graphql) as api:
+        for login in {"github-actions[bot]", "perfgate-app[bot]", "perf-bot"}:
+            api.add_comment(7, login, f"{MARKER}\nold report of {login}")
+        runner = Runner(tmp_path, "pull_request", pr_event(7), "refs/pull/7/merge")
+        status, stdout = comment_step(runner, api, "pass", "fresh", token=token)
+    assert status == 0, stdout
+    assert "updated the PR comment" in stdout
+    changed = {c["user"]["login"] for c in api.comments.values() if "fresh" in c["body"]}
+    assert changed == {author}
+    assert len(api.comments) == 3
+
+
+def test_a_token_whose_identity_cannot_be_learned_creates_a_comment_and_edits_none(
+    tmp_path: Path,
+) -> None:
+    # GITHUB_TOKEN where GraphQL is unavailable: GET /user answers 403 for it.
+    with FakeGitHub(graphql=False) as api:
+        mine = api.add_comment(7, "github-actions[bot]", f"{MARKER}\nold", "Bot")
+        runner = Runner(tmp_path, "pull_request", pr_event(7), "refs/pull/7/merge")
+        status, stdout = comment_step(runner, api, "regression", REGRESSION_MD)
+    assert status == 0
+    assert "::warning::perfgate: could not learn which account the token acts as" in stdout
+    assert "created the PR comment" in stdout
+    assert api.comments[mine]["body"] == f"{MARKER}\nold"
+    assert [m for m, _, _ in api.requests].count("PATCH") == 0
+
+
+HOSTILE_OP = "Mat|Mul`<img src=x onerror=alert(1)>`@octo-org/admins [x](https://evil.example)"
+
+
+def hostile_comparison_results(tmp_path: Path) -> tuple[Path, Path]:
+    """A results file as `pytest --perfgate` writes it, for a real profile whose operators
+    were renamed to something hostile."""
+    record = load_side(LEVEL1, benchmark="resnet50_train", env="ascend910b4-x1").records[0]
+    slow = json.loads(json.dumps(record))
+    for op in slow["operators"]:
+        op["op_type"] = HOSTILE_OP
+    for op in record["operators"]:
+        op["op_type"] = HOSTILE_OP
+    slow["samples"]["step_time_us"] = [v * 1.5 for v in slow["samples"]["step_time_us"]]
+    for op in slow["operators"]:
+        op["time_per_step_us"] = op["time_per_step_us"] * 2
+    baseline_file = tmp_path / "baseline.json"
+    baseline_file.write_text(
+        json.dumps(
+            {"format": "perfgate.baseline", "format_version": 1, "commit": "b" * 40, **record}
+        )
+    )
+    current_file = tmp_path / "current.json"
+    current_file.write_text(json.dumps(results_doc("a" * 40, [slow])))
+    return baseline_file, current_file
+
+
+def test_operator_names_reach_the_summary_and_the_comment_as_text(
+    tmp_path: Path, api: FakeGitHub
+) -> None:
+    baseline_file, current_file = hostile_comparison_results(tmp_path)
+    command = [sys.executable, "-m", "perfgate", "compare", str(baseline_file)]
+    done = subprocess.run(
+        [*command, str(current_file), "--format", "md", "--top", "3"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    report = done.stdout
+    assert not re.search(r"(?<!\\)<img", report)  # only escaped, as text
+    assert "\\<img src=x onerror=alert(1)\\>" in report
+    assert "@octo-org" not in report
+    assert "@\u200docto-org/admins" in report
+    assert "\\[x\\](https://evil.example)" in report
+    # Every table row still has its 8 columns: the '|' in the name is escaped.
+    rows = [line for line in report.splitlines() if line.startswith("| Mat")]
+    assert rows
+    for row in rows:
+        assert "Mat\\|Mul\\`" in row
+        assert len(re.findall(r"(?<!\\)\|", row)) == 9
+    runner = Runner(tmp_path, "pull_request", pr_event(7), "refs/pull/7/merge")
+    assert comment_step(runner, api, "regression", report)[0] == 0
+    (body,) = [c["body"] for c in api.comments.values()]
+    assert not re.search(r"(?<!\\)<img", body)
+    assert "@octo-org" not in body
+
+
+def test_a_hostile_shard_name_and_benchmark_cannot_break_the_merged_table(tmp_path: Path) -> None:
+    write_shard(tmp_path, "x|`<b>@octo-org", "a" * 40, [run_of("resnet50_train", "pass")])
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    done = runner.step("run_benchmarks", tmp_path, PERFGATE_MERGE="shards/*/results.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = runner.summary.read_text()
+    assert (
+        "| `resnet50_train` | `ascend910b4-x8` | pass | perfgate-x\\|\\`\\<b\\>@\u200docto-org |"
+        in (summary)
+    )
 
 
 # --------------------------------------------------------------------------- baselines
@@ -1020,7 +1383,10 @@ def test_no_baseline_commit_on_a_pull_request_or_a_failed_run(tmp_path: Path) ->
         main, checkout, PERFGATE_VERDICT="pass", PERFGATE_RESULTS_PATH=str(results)
     )
     assert status == 0
-    assert "not recording baselines: refs/pull/7/merge is not a branch" in stdout
+    assert (
+        "not recording baselines: baselines are recorded only on a push to main, and this "
+        "run is a pull_request event" in stdout
+    )
     push = Runner(tmp_path, "push", push_event(before), "refs/heads/main")
     status, stdout = push.call(
         main, checkout, PERFGATE_VERDICT="error", PERFGATE_RESULTS_PATH=str(results)

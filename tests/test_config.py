@@ -23,7 +23,8 @@ def test_defaults_gate_step_time_utilization_and_copy_ratio() -> None:
     assert settings.rules.operators.min_share == 0.01
     assert (settings.rules.statistics.alpha, settings.rules.statistics.min_steps) == (0.01, 10)
     assert settings.baseline.dir == "baselines"
-    assert settings.baseline.branch == "main"
+    # None: the repository's default branch, resolved where a repository is at hand.
+    assert settings.baseline.branch is None
 
 
 @pytest.mark.parametrize(

@@ -327,7 +327,7 @@ def test_main_line_needs_the_branch(hist: History) -> None:
         main_line(hist.path, "release")
     assert str(err.value) == (
         f"{hist.path}: no branch 'release' (looked for release and origin/release; fetch it, "
-        "or name the baseline branch in the config)"
+        "or set baseline.branch in the configuration)"
     )
 
 

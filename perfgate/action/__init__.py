@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -85,6 +86,18 @@ def set_output(name: str, value: str) -> None:
             handle.write(f"{name}={value}\n")
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write a report atomically (a reader sees the old file or the new one); a failure is
+    one :class:`ActionError` line, and nothing is left half-written."""
+    from perfgate.store.atomic import atomic_write
+
+    try:
+        atomic_write(path, text.encode("utf-8"))
+    except OSError as exc:
+        message = f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
+        raise ActionError(message) from None
+
+
 def append_summary(markdown: str) -> None:
     """Append Markdown to the job summary (``$GITHUB_STEP_SUMMARY``), when there is one."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -110,6 +123,40 @@ def load_event() -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ActionError(f"GITHUB_EVENT_PATH={path}: not valid JSON ({exc.msg})") from None
     return event if isinstance(event, dict) else {}
+
+
+def git_output(cwd: Path, *args: str) -> str | None:
+    """The stripped output of a git command in ``cwd``; None when it fails (not a checkout,
+    no git)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def is_shallow_checkout(cwd: Path) -> bool:
+    """Whether ``cwd`` is in a shallow clone (``actions/checkout`` without ``fetch-depth: 0``)."""
+    return git_output(cwd, "rev-parse", "--is-shallow-repository") == "true"
+
+
+def remember_default_branch(cwd: Path, event: Mapping[str, Any]) -> None:
+    """Point ``origin/HEAD`` at the repository's default branch named in the event payload,
+    when the checkout has no ``origin/HEAD`` (``actions/checkout`` sets none; ``git clone``
+    does). perfgate's baseline branch defaults to ``origin/HEAD``, so the plugin, the CLI
+    and the action's own steps then agree on it, whatever the branch is called."""
+    repository = event.get("repository")
+    name = repository.get("default_branch") if isinstance(repository, dict) else None
+    if not isinstance(name, str) or not name:
+        return
+    if git_output(cwd, "symbolic-ref", "--quiet", "refs/remotes/origin/HEAD"):
+        return  # the clone's own: keep it
+    target = f"refs/remotes/origin/{name}"
+    if git_output(cwd, "remote", "get-url", "origin") is None:
+        return
+    if git_output(cwd, "check-ref-format", target) is None:
+        return
+    git_output(cwd, "symbolic-ref", "refs/remotes/origin/HEAD", target)
 
 
 def pull_request_number(event: Mapping[str, Any]) -> int | None:

@@ -1,5 +1,7 @@
 """The action's PR comment: one comment per pull request, created once and then updated in
-place on every run (found again by a hidden marker), through the GitHub REST API.
+place on every run, through the GitHub REST API. The comment to update is found again by a
+hidden marker *and* its author, which must be the token's own identity (GraphQL ``viewer``):
+a marker pasted into someone else's comment is never followed.
 
 Inputs (environment): ``PERFGATE_TOKEN`` (a token that may write PR comments),
 ``PERFGATE_COMMENT`` (``always``; ``quiet``: do not create a comment while everything passes,
@@ -33,6 +35,7 @@ from perfgate.action import (
     run_main,
     set_output,
 )
+from perfgate.report import markdown as md
 
 MARKER = "<!-- perfgate -->"
 # GitHub refuses comment bodies over 65536 characters.
@@ -55,9 +58,11 @@ class GitHub:
         self.token = token
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One API call; returns the decoded JSON response."""
+        """One API call (``path`` under the API URL, or a full URL); returns the decoded JSON
+        response."""
         data = json.dumps(body).encode("utf-8") if body is not None else None
-        request = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method)
+        url = path if path.startswith(("https://", "http://")) else f"{self.api_url}{path}"
+        request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", "application/vnd.github+json")
         request.add_header("X-GitHub-Api-Version", "2022-11-28")
         request.add_header("User-Agent", "perfgate-action")
@@ -69,8 +74,32 @@ class GitHub:
             payload = response.read()
         return json.loads(payload) if payload else None
 
-    def find_comment(self, number: int) -> dict[str, Any] | None:
-        """The pull request's comment that carries the marker, if there is one."""
+    def identity(self, graphql_url: str) -> str | None:
+        """The login the token acts as, which is the author of the comments it writes.
+
+        GraphQL's ``viewer`` answers for every kind of token: a personal access token (the
+        user), the workflow's ``GITHUB_TOKEN`` (``github-actions[bot]``) and a GitHub App's
+        installation token (``<app-slug>[bot]``). ``GET /user`` answers for user tokens
+        only; it is the fallback where GraphQL is unavailable. None when neither answers.
+        """
+        try:
+            answer = self.request("POST", graphql_url, {"query": "query { viewer { login } }"})
+            login = ((answer or {}).get("data") or {}).get("viewer", {}).get("login")
+            if isinstance(login, str) and login:
+                return login
+        except (urllib.error.URLError, OSError, ValueError, AttributeError):
+            pass
+        try:
+            user = self.request("GET", "/user")
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        login = user.get("login") if isinstance(user, dict) else None
+        return login if isinstance(login, str) and login else None
+
+    def find_comment(self, number: int, author: str) -> dict[str, Any] | None:
+        """The pull request's comment that carries the marker *and* was written by
+        ``author`` (the token's own identity), if there is one. Anyone can paste the marker
+        into a comment; only the action's own comment is ever edited."""
         for page in range(1, MAX_PAGES + 1):
             comments = self.request(
                 "GET",
@@ -80,7 +109,11 @@ class GitHub:
             if not isinstance(comments, list):
                 return None
             for comment in comments:
-                if isinstance(comment, dict) and MARKER in str(comment.get("body") or ""):
+                if not isinstance(comment, dict) or MARKER not in str(comment.get("body") or ""):
+                    continue
+                user = comment.get("user")
+                login = user.get("login") if isinstance(user, dict) else None
+                if isinstance(login, str) and login.casefold() == author.casefold():
                     return comment
             if len(comments) < PAGE_SIZE:
                 return None
@@ -102,7 +135,7 @@ class GitHub:
 def comment_body(verdict: str, report: str, commit: str, run_url: str) -> str:
     """The marker, a headline for the verdict, the report, and where it came from."""
     headline = HEADLINES.get(verdict, f"perfgate: {verdict or 'no verdict'}")
-    footer = f"<sub>commit `{commit[:12]}`" if commit else "<sub>"
+    footer = f"<sub>commit {md.code(commit[:12])}" if commit else "<sub>"
     footer += f" · [workflow run]({run_url})" if run_url else ""
     footer += " · this comment is updated in place on every run</sub>"
     report = report.strip()
@@ -141,9 +174,18 @@ def main() -> int:
     run_url = f"{server}/{repository}/actions/runs/{run_id}" if run_id else ""
     body = comment_body(verdict, report, commit, run_url)
 
-    github = GitHub(env_input("GITHUB_API_URL", "https://api.github.com"), repository, token)
+    api_url = env_input("GITHUB_API_URL", "https://api.github.com")
+    github = GitHub(api_url, repository, token)
+    author = github.identity(env_input("GITHUB_GRAPHQL_URL", f"{api_url.rstrip('/')}/graphql"))
+    if author is None:
+        annotate(
+            "warning",
+            "perfgate: could not learn which account the token acts as (GraphQL viewer and "
+            "GET /user both failed), so no earlier comment can be proven to be ours: "
+            "creating a new comment instead of updating one",
+        )
     try:
-        existing = github.find_comment(number)
+        existing = github.find_comment(number, author) if author else None
         if existing is not None:
             result = github.update_comment(int(existing["id"]), body)
             action = "updated"

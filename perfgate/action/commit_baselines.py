@@ -2,19 +2,23 @@
 measured commit (``perfgate baseline update --from RESULTS``), commit them as a bot and push,
 retrying a bounded number of times when another push got there first (fetch, rebase, push).
 
+Baselines are recorded only on a ``push`` to the baseline branch, of the pushed commit;
+every other event is refused with a message, whatever the inputs say.
+
 Inputs (environment): ``PERFGATE_UPDATE_BASELINES`` (``auto``: on a push to the baseline
-branch; ``always``: on any branch push; ``never``), ``PERFGATE_BASELINE_BRANCH`` (default: the
-perfgate configuration's ``baseline.branch``), ``PERFGATE_VERDICT`` and
+branch; ``never``; ``always`` is accepted as ``auto``, with a warning),
+``PERFGATE_BASELINE_BRANCH`` (default: the perfgate configuration's ``baseline.branch``, else
+the repository's default branch), ``PERFGATE_VERDICT`` and
 ``PERFGATE_RESULTS_PATH`` (the benchmark step's outputs), ``PERFGATE_TOKEN`` (used for the push
 when the checkout kept no credentials). Runner variables: ``GITHUB_EVENT_NAME``,
-``GITHUB_REF``, ``GITHUB_SERVER_URL``. Output: ``baseline-commit``.
+``GITHUB_REF``, ``GITHUB_SHA``, ``GITHUB_EVENT_PATH``, ``GITHUB_SERVER_URL``. Output:
+``baseline-commit``.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import subprocess
 import sys
@@ -28,10 +32,14 @@ from perfgate.action import (
     annotate,
     choice_input,
     env_input,
+    load_event,
+    remember_default_branch,
     run_main,
     set_output,
 )
 from perfgate.config import load_settings
+from perfgate.sides import load_results_file
+from perfgate.store.git import default_branch
 
 BOT_NAME = "github-actions[bot]"
 BOT_EMAIL = "41898282+github-actions[bot]@users.noreply.github.com"
@@ -136,13 +144,24 @@ def commit_and_push(
 def decide(
     mode: str, event_name: str, ref: str, baseline_branch: str, verdict: str
 ) -> tuple[str | None, str]:
-    """The branch to commit baselines to, or None and why not."""
+    """The branch to commit baselines to, or None and why not.
+
+    Only a ``push`` to the baseline branch records, whatever ``mode`` says: any other event
+    (``pull_request_target``, ``workflow_run``, ``schedule``, ``issue_comment``,
+    ``workflow_dispatch`` …) may have checked out code nobody reviewed, or not the branch's
+    own commit, and a baseline is what the branch's code measured.
+    """
     if mode == "never":
         return None, "update-baselines is 'never'"
+    if event_name != "push":
+        return None, (
+            f"baselines are recorded only on a push to {baseline_branch}, and this run is a "
+            f"{event_name or 'unknown'} event"
+        )
     if not ref.startswith("refs/heads/"):
         return None, f"{ref or 'this ref'} is not a branch"
     branch = ref.removeprefix("refs/heads/")
-    if mode == "auto" and (event_name != "push" or branch != baseline_branch):
+    if branch != baseline_branch:
         return None, f"not a push to {baseline_branch} ({event_name} on {branch})"
     if verdict in ("", ERROR):
         return None, "the benchmark run did not complete"
@@ -171,16 +190,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     cwd = Path.cwd()
     settings = load_settings(None, root=cwd)
     mode = choice_input("PERFGATE_UPDATE_BASELINES", ("auto", "always", "never"), "auto")
-    baseline_branch = env_input("PERFGATE_BASELINE_BRANCH", settings.baseline.branch)
+    event_name = env_input("GITHUB_EVENT_NAME")
+    if mode == "always":
+        annotate(
+            "warning",
+            "perfgate: update-baselines 'always' is no longer honoured: baselines are recorded "
+            "only on a push to the baseline branch (set baseline-branch to choose it)",
+        )
+    remember_default_branch(cwd, load_event())
+    baseline_branch = (
+        env_input("PERFGATE_BASELINE_BRANCH") or settings.baseline.branch or default_branch(cwd)
+    )
     branch, why_not = decide(
         mode,
-        env_input("GITHUB_EVENT_NAME"),
+        event_name,
         env_input("GITHUB_REF"),
         baseline_branch,
         env_input("PERFGATE_VERDICT"),
     )
     if branch is None:
-        print(f"perfgate: not recording baselines: {why_not}")
+        if event_name not in ("push", "pull_request") and mode != "never":
+            annotate("notice", f"perfgate: not recording baselines: {why_not}")
+        else:
+            print(f"perfgate: not recording baselines: {why_not}")
         return 0
     results = Path(env_input("PERFGATE_RESULTS_PATH", "perfgate-out/results.json"))
     if not results.is_file():
@@ -189,7 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(head) > 1 and head[1].startswith(SUBJECT):
         print("perfgate: HEAD is itself a baseline commit: not recording baselines of it")
         return 0
-    measured = json.loads(results.read_text(encoding="utf-8")).get("commit")
+    pushed = env_input("GITHUB_SHA")
+    if pushed and pushed != head[0]:
+        raise ActionError(
+            f"HEAD is {head[0][:12]}, but the push to {branch} was {pushed[:12]}: baselines "
+            "are recorded only for the pushed commit (check out the push's own ref in the job "
+            "that records baselines)"
+        )
+    measured = load_results_file(results).get("commit")
     if measured and measured != head[0]:
         raise ActionError(
             f"{results} measured {str(measured)[:12]}, but HEAD is {head[0][:12]}: "

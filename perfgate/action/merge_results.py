@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.action import ERROR, REGRESSION, ActionError, run_main
+from perfgate.action import ERROR, REGRESSION, ActionError, run_main, write_text
 from perfgate.errors import PerfgateError
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, ResultsDocument
+from perfgate.report import markdown as md
 from perfgate.sides import load_results_file
 
 
@@ -75,14 +76,18 @@ def merged_markdown(documents: Sequence[tuple[Path, ResultsDocument]]) -> str:
     for path, document in documents:
         for run in document["runs"]:
             verdict = str(run.get("verdict", "?"))
-            shown = f"**{verdict.upper()}**" if verdict in (REGRESSION, ERROR) else verdict
-            name, env, shard = run.get("benchmark"), run.get("env"), path.parent.name
-            lines.append(f"| `{name}` | `{env}` | {shown} | `{shard}` |")
+            shown = (
+                f"**{verdict.upper()}**" if verdict in (REGRESSION, ERROR) else md.escape(verdict)
+            )
+            name, env = md.code(run.get("benchmark")), md.code(run.get("env"))
+            lines.append(f"| {name} | {env} | {shown} | {md.code(path.parent.name)} |")
     lines.append("")
     for path, _ in documents:
         summary = path.with_name("summary.md")
         if summary.is_file():
-            lines += [f"#### shard `{path.parent.name}`", "", summary.read_text("utf-8").rstrip()]
+            # The shard's own report, as the shard's perfgate rendered (and escaped) it.
+            shard = md.code(path.parent.name)
+            lines += [f"#### shard {shard}", "", summary.read_text("utf-8").rstrip()]
             lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -91,11 +96,9 @@ def merge_files(paths: Sequence[Path], out_json: Path, out_md: Path | None) -> d
     """Read, merge and write; returns the merged document."""
     documents = [(path, read_results(path)) for path in paths]
     merged = merge(documents)
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    write_text(out_json, json.dumps(merged, indent=2, allow_nan=False) + "\n")
     if out_md is not None:
-        out_md.parent.mkdir(parents=True, exist_ok=True)
-        out_md.write_text(merged_markdown(documents), encoding="utf-8")
+        write_text(out_md, merged_markdown(documents))
     return merged
 
 

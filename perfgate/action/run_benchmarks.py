@@ -31,13 +31,20 @@ from perfgate.action import (
     annotate,
     append_summary,
     env_input,
+    is_shallow_checkout,
+    load_event,
     overall_verdict,
+    remember_default_branch,
     run_main,
     set_output,
+    write_text,
 )
 from perfgate.action.merge_results import merge_files
+from perfgate.report import markdown as md
 
 STANDARD_CANN_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+# The exit-code output when pytest was not started (not one of pytest's own codes).
+PYTEST_NOT_RUN = -1
 
 
 def cann_script(value: str, standard: str = STANDARD_CANN_ENV) -> Path | None:
@@ -109,7 +116,7 @@ def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Pat
         )
     errored = [str(run.get("benchmark")) for run in runs if run.get("verdict") == ERROR]
     if errored:
-        return "benchmarks that could not be measured: " + ", ".join(errored)
+        return "benchmarks that could not be measured: " + ", ".join(map(md.code, errored))
     return "pytest reported failed tests, but no benchmark regressed; see the job log"
 
 
@@ -124,6 +131,13 @@ def expand(patterns: str) -> list[Path]:
     return [Path(name) for name in found]
 
 
+SHALLOW_NOTE = (
+    "this checkout is a shallow clone, so the baselines of earlier commits cannot be found "
+    "and the gate would be silently off; the benchmarks were not run. Set `fetch-depth: 0` "
+    "on actions/checkout"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run (or merge), then write outputs and the job summary."""
     parser = argparse.ArgumentParser(prog="python -m perfgate.action.run_benchmarks")
@@ -135,13 +149,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # pass for this one's.
     for stale in (results, summary):
         stale.unlink(missing_ok=True)
+    cwd = Path.cwd()
+    remember_default_branch(cwd, load_event())
 
+    note = None
     merge_patterns = env_input("PERFGATE_MERGE")
     if merge_patterns:
+        # The shards compared; merging needs no history.
         paths = expand(merge_patterns)
         merge_files(paths, results, summary)
         print(f"perfgate: merged {len(paths)} results files into {results}")
         exit_code = 0
+    elif is_shallow_checkout(cwd):
+        # Measuring would end in no-baseline and a green build: an error, before the run.
+        exit_code, note = PYTEST_NOT_RUN, SHALLOW_NOTE
     else:
         command, results, summary = pytest_command(
             args.python,
@@ -155,18 +176,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdict = overall_verdict(runs, exit_code)
     markdown = summary.read_text(encoding="utf-8") if summary.is_file() else ""
     if verdict == ERROR:
-        note = problem_note(exit_code, runs, results)
+        note = note or problem_note(exit_code, runs, results)
         annotate("error", f"perfgate: {note}")
+        # The note is perfgate's own Markdown; names in it are quoted (md.code).
         markdown = f"> [!CAUTION]\n> **perfgate could not gate this run**: {note}\n\n{markdown}"
     elif verdict == REGRESSION:
         names = [str(r.get("benchmark")) for r in runs or [] if r.get("verdict") == REGRESSION]
         annotate("error", "perfgate: performance regression in " + ", ".join(names))
-    out_dir.mkdir(parents=True, exist_ok=True)
     if not summary.is_file():
-        summary.write_text(markdown, encoding="utf-8")
+        write_text(summary, markdown)
     append_summary(markdown)
 
-    print(f"perfgate: verdict {verdict} (pytest exit code {exit_code})")
+    shown = "not run" if exit_code == PYTEST_NOT_RUN else str(exit_code)
+    print(f"perfgate: verdict {verdict} (pytest exit code {shown})")
     set_output("verdict", verdict)
     set_output("exit-code", str(exit_code))
     set_output("output-dir", str(out_dir))

@@ -299,7 +299,11 @@ class Benchmark:
                 [comparison] = gate_against_store(
                     [record],
                     session.settings,
-                    StoreLookup(repo_dir=session.rootdir, baseline_ref=session.baseline_ref),
+                    StoreLookup(
+                        repo_dir=session.rootdir,
+                        baseline_ref=session.baseline_ref,
+                        strict=session.strict,
+                    ),
                     rules={self.name: self.rules},
                     look=look,
                 )

@@ -300,13 +300,30 @@ class PerfgateSession:
             return
         for line in summary_table(self.results).splitlines():
             write(line)
-        write(f"results: {self.json_path}")
-        write(f"report:  {self.md_path}")
-        if any(r.verdict is Verdict.NO_BASELINE for r in self.results):
+        if self.report_error is None:
+            write(f"results: {self.json_path}")
+            write(f"report:  {self.md_path}")
+        unjudged = [r for r in self.results if r.verdict in (Verdict.NO_BASELINE, Verdict.ERROR)]
+        if unjudged and is_shallow_checkout(self.rootdir):
+            write(
+                "this checkout is a shallow clone: baselines of earlier commits cannot be "
+                "found, so the gate is off; fetch the whole history (`fetch-depth: 0` on "
+                "actions/checkout, or `git fetch --unshallow`)"
+            )
+        elif any(r.verdict is Verdict.NO_BASELINE for r in self.results):
             write(
                 "no baseline yet for some benchmarks on this runner: record them with "
                 "`pytest --perfgate --perfgate-update` (on the baseline branch, clean tree)"
             )
+
+
+def is_shallow_checkout(rootdir: Path) -> bool:
+    from perfgate.store.git import is_shallow
+
+    try:
+        return is_shallow(rootdir)
+    except PerfgateError:
+        return False
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
 from perfgate.records import json_number
+from perfgate.report import markdown as md
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
 from perfgate.report.format import (
     format_calls,
@@ -285,22 +286,27 @@ _ICON = {
 }
 
 
+def _md_cells(rows: list[list[str]]) -> list[list[str]]:
+    # Operator names come from profiles: '|', backticks, HTML and @mentions stay text.
+    return [[md.escape(cell) for cell in row] for row in rows]
+
+
 def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
     verdict = overall_verdict(comparisons)
     out = [f"### perfgate: {_ICON.get(verdict, '')} {verdict.value}", ""]
     summary = [line for c in comparisons for line in summary_lines(c)]
-    out.extend(f"- **{line}**" for line in summary)
+    out.extend(f"- **{md.escape(line)}**" for line in summary)
     if summary:
         out.append("")
     for c in comparisons:
-        out.append(f"#### {_ICON.get(c.verdict, '')} `{c.benchmark}`: {c.verdict.value}")
+        out.append(f"#### {_ICON.get(c.verdict, '')} {md.code(c.benchmark)}: {c.verdict.value}")
         out.append("")
-        out.append(_baseline_line(c).replace("\n", "  \n"))
+        out.append("  \n".join(md.escape(line) for line in _baseline_line(c).splitlines()))
         out.append("")
         if c.metrics:
             out.append(
                 tabulate(
-                    _metric_rows(c),
+                    _md_cells(_metric_rows(c)),
                     headers=_METRIC_HEADERS,
                     tablefmt="github",
                     disable_numparse=True,
@@ -312,13 +318,18 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
             out.append("<details><summary>Operators that changed most</summary>")
             out.append("")
             out.append(
-                tabulate(rows, headers=_OPERATOR_HEADERS, tablefmt="github", disable_numparse=True)
+                tabulate(
+                    _md_cells(rows),
+                    headers=_OPERATOR_HEADERS,
+                    tablefmt="github",
+                    disable_numparse=True,
+                )
             )
             out.append("")
             out.append("</details>")
             out.append("")
         notes = reason_lines(c) + c.warnings + c.notes
-        out.extend(f"> {n}  " for n in notes)
+        out.extend(f"> {md.escape(n)}  " for n in notes)
         if notes:
             out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -14,6 +14,7 @@ from tabulate import tabulate
 from perfgate.analysis.compare import Comparison
 from perfgate.analysis.statistics import sample_median
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
+from perfgate.report import markdown as md
 from perfgate.report.compare import comparison_dict, comparison_from_dict, render_markdown
 from perfgate.report.explain import verdict_reason
 from perfgate.report.format import format_change, format_value
@@ -89,7 +90,9 @@ def results_markdown(results: Sequence[BenchmarkResult]) -> str:
     if recorded:
         parts.append("### perfgate: baselines recorded\n")
         parts.extend(
-            f"- `{r.record['benchmark']}` on `{r.record['env']}`: `{r.recorded}`" for r in recorded
+            f"- {md.code(r.record['benchmark'])} on {md.code(r.record['env'])}: "
+            f"{md.code(r.recorded)}"
+            for r in recorded
         )
         parts.append("")
     return "\n".join(parts) + ("\n" if parts else "")

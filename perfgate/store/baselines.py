@@ -11,6 +11,7 @@ when it is read: a damaged or hostile file is refused with one line, never half-
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ from perfgate.store.keys import check_name, is_safe_name
 
 # The keys that open every file, in this order.
 _HEADER_KEYS = ("format", "format_version", "benchmark", "env", "commit")
+# What a baseline file may weigh, written or read. A baseline is tens of KB (a few hundred
+# steps, the operator table, per-step samples of the operators that matter); this bound is
+# far above any real one and keeps a hostile or runaway results file out of the repository.
+MAX_BASELINE_BYTES = 4 * 1024 * 1024
 # sha-1 repositories have 40 hex digits, sha-256 ones 64.
 _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -93,6 +98,12 @@ def write_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> Path:
     checked = validate_record(record, "baseline record")
     path = baseline_path(root, checked["benchmark"], checked["env"], str(checked.get("commit")))
     data = _dumps(record).encode("utf-8")
+    if len(data) > MAX_BASELINE_BYTES:
+        raise PerfgateError(
+            f"baseline {checked['benchmark']}/{checked['env']}: {_size(len(data))} is more "
+            f"than a baseline may hold ({_size(MAX_BASELINE_BYTES)}); the largest part is "
+            f"{_largest_part(record)} (measure fewer steps or rounds); nothing was written"
+        )
     try:
         atomic_write(path, data, mode=0o644)  # baselines are shared, readable files
     except OSError as exc:
@@ -102,8 +113,28 @@ def write_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> Path:
     return path
 
 
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KiB"
+
+
+def _largest_part(record: Mapping[str, Any]) -> str:
+    """``key 'samples' (3.1 MiB)``: the top-level key whose JSON is longest."""
+    sizes = {key: len(json.dumps(value, allow_nan=False)) for key, value in record.items()}
+    key = max(sizes, key=lambda k: sizes[k])
+    return f"key {key!r} ({_size(sizes[key])})"
+
+
 def read_baseline(path: Path) -> BaselineRecord:
     """The validated record in the baseline file ``path``."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # read_json names a missing or unreadable file
+    if size > MAX_BASELINE_BYTES:
+        raise PerfgateError(
+            f"{path}: {_size(size)} is more than a baseline may hold "
+            f"({_size(MAX_BASELINE_BYTES)}); not a baseline perfgate wrote"
+        )
     return validate_baseline(read_json(path, "baseline file"), str(path))
 
 
@@ -136,13 +167,51 @@ def history(
     found: list[FoundBaseline] = []
     if limit < 1:
         return found
+    # One directory listing, then set lookups: a walk of 10,000 commits costs no more
+    # file-system calls than a walk of one.
+    stored = stored_commits(root, benchmark, env)
     for candidate in candidates:
-        path = baseline_path(root, benchmark, env, candidate.sha)
-        if path.is_file():
+        if candidate.sha in stored:
+            path = baseline_path(root, benchmark, env, candidate.sha)
             record = _read_at(path, benchmark, env, candidate.sha)
             found.append(FoundBaseline(path=path, record=record, candidate=candidate))
             if len(found) == limit:
                 break
+    return found
+
+
+def stored_commits(root: Path, benchmark: str, env: str) -> set[str]:
+    """The commits that have a baseline file of ``benchmark`` on ``env`` (one directory
+    listing; files are not read)."""
+    return {sha for sha, _ in _scan(root / benchmark / env, files=True)}
+
+
+def stored_envs(root: Path, benchmark: str) -> list[str]:
+    """The runner environments that hold at least one baseline of ``benchmark``, sorted
+    (directory listings only; files are not read)."""
+    check_name(benchmark, "benchmark")
+    return sorted(
+        env
+        for env, path in _scan(root / benchmark, files=False)
+        if any(True for _ in _scan(path, files=True))
+    )
+
+
+def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
+    """(key, path) of the entries of ``directory`` that fit the store's layout: baseline
+    files named by a full sha (``files``), or directories with a safe name."""
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for entry in entries:
+        if files:
+            stem, dot, suffix = entry.name.rpartition(".")
+            if dot and suffix == "json" and _FULL_SHA.fullmatch(stem) and entry.is_file():
+                found.append((stem, Path(entry.path)))
+        elif is_safe_name(entry.name) and entry.is_dir():
+            found.append((entry.name, Path(entry.path)))
     return found
 
 
@@ -152,19 +221,12 @@ def _layout_files(root: Path) -> list[tuple[str, str, str, Path]]:
     Skipped: a README at the root, hidden temporary files of writers in progress, names that
     are not a full sha.
     """
-    files: list[tuple[str, str, str, Path]] = []
-    if not root.is_dir():
-        return files
-    for bench_dir in root.iterdir():
-        if not bench_dir.is_dir() or not is_safe_name(bench_dir.name):
-            continue
-        for env_dir in bench_dir.iterdir():
-            if not env_dir.is_dir() or not is_safe_name(env_dir.name):
-                continue
-            for path in env_dir.glob("*.json"):
-                if _FULL_SHA.fullmatch(path.stem) and path.is_file():
-                    files.append((bench_dir.name, env_dir.name, path.stem, path))
-    return files
+    return [
+        (benchmark, env, sha, path)
+        for benchmark, bench_dir in _scan(root, files=False)
+        for env, env_dir in _scan(bench_dir, files=False)
+        for sha, path in _scan(env_dir, files=True)
+    ]
 
 
 def list_baselines(root: Path) -> list[BaselineEntry]:

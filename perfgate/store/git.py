@@ -30,6 +30,22 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
+class Walk:
+    """The commits whose baselines may serve HEAD (:func:`baseline_walk`), and what the
+    lookup needs to explain an empty result.
+
+    ``shallow`` is true when the repository is a shallow clone and the walk may have ended
+    at its history's edge instead of at ``max_depth`` (or found no merge-base in it): then
+    "no baseline" says nothing about the baselines of earlier commits.
+    """
+
+    head: str
+    branch: str
+    candidates: list[Candidate]
+    shallow: bool
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A commit whose baseline may serve HEAD.
 
@@ -115,6 +131,49 @@ def _first_parents(repo: Any, start: str, max_count: int | None) -> list[str]:
     return out.split()
 
 
+def _is_shallow(repo: Any) -> bool:
+    return str(repo.git.rev_parse("--is-shallow-repository")).strip() == "true"
+
+
+def is_shallow(repo_dir: Path) -> bool:
+    """Whether the repository is a shallow clone (``git clone --depth N``, the default of
+    ``actions/checkout``): its history ends early, so older baselines cannot be found."""
+    with _open(repo_dir) as repo:
+        return _is_shallow(repo)
+
+
+# Where the default branch is looked for, in order, after origin/HEAD.
+_USUAL_DEFAULTS = ("main", "master")
+
+
+def _default_branch(repo: Any) -> str:
+    # One git call: origin/HEAD (set by `git clone`, or by the action from the event) and
+    # the usual names, local or remote-tracking.
+    refs = ["refs/remotes/origin/HEAD"]
+    for name in _USUAL_DEFAULTS:
+        refs += [f"refs/heads/{name}", f"refs/remotes/origin/{name}"]
+    out = str(repo.git.for_each_ref("--format=%(refname) %(symref)", *refs))
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        name, _, target = line.partition(" ")
+        found[name] = target.strip()
+    origin_head = found.get("refs/remotes/origin/HEAD", "")
+    if origin_head.startswith("refs/remotes/origin/"):
+        return origin_head.removeprefix("refs/remotes/origin/")
+    for name in _USUAL_DEFAULTS:
+        if f"refs/heads/{name}" in found or f"refs/remotes/origin/{name}" in found:
+            return name
+    return _USUAL_DEFAULTS[0]
+
+
+def default_branch(repo_dir: Path) -> str:
+    """The repository's default branch: what ``origin/HEAD`` points to (a clone sets it),
+    else ``main`` or ``master``, whichever exists (locally or on origin, in that order),
+    else ``main``. The baseline branch when the configuration names none."""
+    with _open(repo_dir) as repo:
+        return _default_branch(repo)
+
+
 def current_commit(repo_dir: Path) -> CommitInfo:
     """The commit checked out in ``repo_dir`` (or the repository that contains it)."""
     with _open(repo_dir) as repo:
@@ -134,18 +193,20 @@ def resolve(repo_dir: Path, ref: str) -> str:
         return _resolve(repo, repo_dir, ref)
 
 
-def main_line(repo_dir: Path, baseline_branch: str = "main") -> list[str]:
-    """The first-parent history of the baseline branch, newest first (full shas).
+def main_line(repo_dir: Path, baseline_branch: str | None = None) -> list[str]:
+    """The first-parent history of the baseline branch (default: the repository's default
+    branch), newest first (full shas).
 
     Uses the local branch, or ``origin/<branch>`` when there is no local one. This is the
     ``main_line`` that :func:`perfgate.store.baselines.prune` expects.
     """
     with _open(repo_dir) as repo:
-        ref = _branch_ref(repo, baseline_branch)
+        branch = baseline_branch or _default_branch(repo)
+        ref = _branch_ref(repo, branch)
         if ref is None:
             raise PerfgateError(
-                f"{repo_dir}: no branch {baseline_branch!r} (looked for {baseline_branch} and "
-                f"origin/{baseline_branch}; fetch it, or name the baseline branch in the config)"
+                f"{repo_dir}: no branch {branch!r} (looked for {branch} and "
+                f"origin/{branch}; fetch it, or set baseline.branch in the configuration)"
             )
         return _first_parents(repo, _resolve(repo, repo_dir, ref), None)
 
@@ -153,14 +214,34 @@ def main_line(repo_dir: Path, baseline_branch: str = "main") -> list[str]:
 def baseline_candidates(
     repo_dir: Path,
     *,
-    baseline_branch: str = "main",
+    baseline_branch: str | None = None,
     start_ref: str | None = None,
     max_depth: int = 50,
     exclude_head: bool = False,
 ) -> list[Candidate]:
+    """The commits whose baselines may serve HEAD, nearest first: the ``candidates`` of
+    :func:`baseline_walk`."""
+    return baseline_walk(
+        repo_dir,
+        baseline_branch=baseline_branch,
+        start_ref=start_ref,
+        max_depth=max_depth,
+        exclude_head=exclude_head,
+    ).candidates
+
+
+def baseline_walk(
+    repo_dir: Path,
+    *,
+    baseline_branch: str | None = None,
+    start_ref: str | None = None,
+    max_depth: int = 50,
+    exclude_head: bool = False,
+) -> Walk:
     """The commits whose baselines may serve HEAD, nearest first.
 
-    The walk starts at:
+    The baseline branch is ``baseline_branch``, else the repository's default branch
+    (:func:`default_branch`). The walk starts at:
 
     - ``start_ref`` when given (``how`` is ``"--baseline-ref <ref>"``);
     - else the merge-base of HEAD and the baseline branch (local, else ``origin/<branch>``);
@@ -168,8 +249,9 @@ def baseline_candidates(
     - HEAD when the branch does not exist or shares no history with HEAD.
 
     From the start it follows first parents only (a merge commit's side branch is never
-    entered), the start included at distance 0, and returns at most ``max_depth`` commits.
-    A shallow clone ends the walk quietly where its history ends.
+    entered), the start included at distance 0, and returns at most ``max_depth`` commits:
+    one ``git rev-list``, whatever the depth. A shallow clone ends the walk where its
+    history ends; :attr:`Walk.shallow` says so.
 
     ``exclude_head`` drops HEAD's own commit from the list. The gate sets it: on the baseline
     branch a push is compared with its first parent (distance 1), not with a baseline that
@@ -179,18 +261,22 @@ def baseline_candidates(
         raise PerfgateError(f"baseline max_depth must be at least 1, got {max_depth}")
     with _open(repo_dir) as repo:
         head = str(repo.head.commit.hexsha)
+        branch = baseline_branch or _default_branch(repo)
         if start_ref is not None:
             start, how = _resolve(repo, repo_dir, start_ref), f"--baseline-ref {start_ref}"
         else:
-            start, how = _default_start(repo, head, baseline_branch)
+            start, how = _default_start(repo, head, branch)
         # One extra commit so that dropping HEAD still leaves max_depth candidates.
-        walk = _first_parents(repo, start, max_depth + 1 if exclude_head else max_depth)
+        wanted = max_depth + 1 if exclude_head else max_depth
+        walk = _first_parents(repo, start, wanted)
+        # Cut short by the clone's depth, not by max_depth (or no merge-base found in it).
+        shallow = (len(walk) < wanted or how.startswith("HEAD")) and _is_shallow(repo)
     candidates = [
         Candidate(sha=sha, distance=distance, how=how)
         for distance, sha in enumerate(walk)
         if not (exclude_head and sha == head)
     ]
-    return candidates[:max_depth]
+    return Walk(head=head, branch=branch, candidates=candidates[:max_depth], shallow=shallow)
 
 
 def _default_start(repo: Any, head: str, branch: str) -> tuple[str, str]:
@@ -199,8 +285,7 @@ def _default_start(repo: Any, head: str, branch: str) -> tuple[str, str]:
         return head, f"HEAD (no branch {branch} or origin/{branch})"
     bases = repo.merge_base(head, ref)
     if not bases:
-        shallow = str(repo.git.rev_parse("--is-shallow-repository")) == "true"
-        where = " in this shallow clone" if shallow else ""
+        where = " in this shallow clone" if _is_shallow(repo) else ""
         return head, f"HEAD (no merge-base with {ref}{where})"
     base = str(bases[0].hexsha)
     if base == head:

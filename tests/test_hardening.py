@@ -1,0 +1,629 @@
+"""Bad input, odd git states and full disks, end to end (issue 11: "bad input never crashes or
+lies, the store cannot be poisoned"): each case as the issue found it, through the real CLI,
+the real pytest plugin and real git repositories.
+
+The promise for every user mistake: exit 2 and one line naming the file, the key and what was
+expected; no traceback; nothing half-written; and the store keeps working afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfgate.cli import main
+from perfgate.store.baselines import MAX_BASELINE_BYTES
+from perfgate.store.git import baseline_walk, default_branch
+
+DATA = Path(__file__).parent / "data"
+LEVEL1 = DATA / "torch_npu" / "ascend-msinsight" / "pytorch_text_level1_rank0_ascend_pt"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITHUB_"))}
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_AUTHOR_NAME="Dev",
+        GIT_AUTHOR_EMAIL="dev@example.com",
+        GIT_COMMITTER_NAME="Dev",
+        GIT_COMMITTER_EMAIL="dev@example.com",
+    )
+    return env
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=git_env(), capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def new_repo(path: Path, branch: str = "main") -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "--quiet", f"--initial-branch={branch}")
+    (path / "model.py").write_text("VERSION = 1\n")
+    (path / ".gitignore").write_text("perfgate-out/\n")
+    git(path, "add", ".")
+    git(path, "commit", "--quiet", "-m", "Model v1")
+    return path
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def run_record(benchmark: str = "b", env: str = "e", step_us: float = 1000.0) -> dict[str, Any]:
+    steps = list(range(12))
+    return {
+        "benchmark": benchmark,
+        "env": env,
+        "samples": {"step": steps, "step_time_us": [step_us + (i % 3) for i in steps]},
+    }
+
+
+def results_file(path: Path, runs: list[dict[str, Any]], commit: str | None = None) -> Path:
+    document = {"format": "perfgate.results", "format_version": 1, "runs": runs}
+    if commit is not None:
+        document["commit"] = commit
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def store_files(repo: Path) -> list[str]:
+    """Every file under baselines/, hidden temporary files included."""
+    root = repo / "baselines"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+class Cli:
+    """``perfgate …`` run in this process through its real entry point."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        status = main(list(args))
+        out, err = self.capsys.readouterr()
+        assert "Traceback" not in err
+        if status == 2 and err:
+            # One line naming what is wrong: the promise for every user mistake. (An error
+            # verdict is a report on stdout, with the same exit status.)
+            assert err.count("\n") == 1 and err.startswith("perfgate: error: "), err
+        return status, out, err
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(capsys)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return new_repo(tmp_path / "repo")
+
+
+def limited_writes(max_bytes: int) -> None:
+    """In a child process: files may not grow past ``max_bytes`` — a disk that fills up.
+    A write past it fails with EFBIG ("File too large") instead of killing the process."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+
+# --------------------------------------------------------------------------- results files
+
+
+def test_the_issues_bad_samples_are_refused_and_the_benchmark_still_works(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    good = results_file(tmp_path / "good.json", [run_record()], commit=head)
+    assert cli("baseline", "update", "--from", str(good), "--repo", str(repo))[0] == 0
+    commit_all(repo, "perfgate: baselines")
+    before = store_files(repo)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        '{"format":"perfgate.results","format_version":1,'
+        '"runs":[{"benchmark":"b","env":"e","samples":"abc"}]}'
+    )
+    status, _, err = cli("baseline", "update", "--from", str(bad), "--repo", str(repo))
+    assert status == 2
+    assert err == (
+        f"perfgate: error: {bad}: key 'runs.0.samples' is 'abc' (expected a valid dictionary)\n"
+    )
+    assert store_files(repo) == before
+
+    # compare, baseline show and history of that benchmark all still work.
+    status, out, _ = cli("compare", str(good), "--repo", str(repo))
+    assert status == 0
+    assert "[PASS] b" in out
+    assert cli("baseline", "show", "b", "--repo", str(repo))[0] == 0
+    status, out, _ = cli("history", "b", "--repo", str(repo))
+    assert status == 0
+    assert "b on e: 1 baseline(s)" in out
+
+
+def test_a_baseline_with_nested_samples_is_an_error_not_a_false_regression(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    path = repo / "baselines" / "b" / "e" / f"{head}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        json.dumps(
+            {
+                "format": "perfgate.baseline",
+                "format_version": 1,
+                "benchmark": "b",
+                "env": "e",
+                "commit": head,
+                "samples": {"step_time_us": [[1], [2]]},
+            }
+        )
+    )
+    commit_all(repo, "a hand-made baseline")
+    current = results_file(tmp_path / "current.json", [run_record(step_us=5000.0)])
+    for command in (
+        ["compare", str(current)],
+        ["baseline", "show", "b"],
+        ["history", "b"],
+    ):
+        status, _, err = cli(*command, "--repo", str(repo))
+        assert status == 2, command  # never 1: a regression it did not measure
+        assert err == (
+            f"perfgate: error: {path}: key 'samples.step_time_us.0' is [1] "
+            "(expected a valid number); and 1 more\n"
+        )
+
+
+def test_a_version_1_baseline_with_samples_abc_is_one_line(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    # Version 1 files are upgraded when read; a damaged one must still get the schema's line.
+    head = git(repo, "rev-parse", "HEAD")
+    path = repo / "baselines" / "b" / "e" / f"{head}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        '{"format": "perfgate.baseline", "format_version": 1, "benchmark": "b", "env": "e", '
+        f'"commit": "{head}", "samples": "abc"}}'
+    )
+    current = results_file(tmp_path / "current.json", [run_record()])
+    status, _, err = cli("compare", str(current), "--repo", str(repo))
+    assert status == 2
+    assert err == f"perfgate: error: {path}: key 'samples' is 'abc' (expected a valid dictionary)\n"
+
+
+def test_one_damaged_baseline_does_not_poison_other_benchmarks(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    damaged = repo / "baselines" / "other" / "e" / f"{head}.json"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text("{not json")
+    commit_all(repo, "someone's damaged baseline")
+    current = results_file(tmp_path / "current.json", [run_record()])
+    status, out, _ = cli("compare", str(current), "--repo", str(repo))
+    assert status == 0
+    assert "[NO-BASELINE] b" in out
+
+
+def test_a_run_without_env_is_one_line(repo: Path, tmp_path: Path, cli: Cli) -> None:
+    run = run_record()
+    del run["env"]
+    source = results_file(tmp_path / "no-env.json", [run])
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2
+    assert err == f"perfgate: error: {source}: key 'runs.0.env' is missing\n"
+    assert not (repo / "baselines").exists()
+
+
+def test_a_results_file_of_another_commit_is_refused_unless_overridden(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    measured = git(repo, "rev-parse", "HEAD")
+    (repo / "model.py").write_text("VERSION = 2\n")
+    head = commit_all(repo, "Model v2")
+    source = results_file(tmp_path / "old.json", [run_record()], commit=measured)
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2
+    assert err == (
+        f"perfgate: error: b: measured at commit {measured[:12]}, but HEAD is {head[:12]}; "
+        "check out the measured commit, or pass --allow-other-commit to record it as HEAD's "
+        "baseline anyway\n"
+    )
+    assert not (repo / "baselines").exists()
+    status, out, _ = cli(
+        "baseline", "update", "--from", str(source), "--allow-other-commit", "--repo", str(repo)
+    )
+    assert status == 0
+    assert out.strip().endswith(f"baselines/b/e/{head}.json")
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        (".git", "'.git'"),
+        ("b" * 300, "'" + "b" * 56 + "..."),
+    ],
+)
+def test_names_git_would_lose_or_cannot_hold_are_refused(
+    repo: Path, tmp_path: Path, cli: Cli, name: str, shown: str
+) -> None:
+    source = results_file(tmp_path / "named.json", [run_record(benchmark=name)])
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2
+    assert err == (
+        f"perfgate: error: {source}: key 'runs.0.benchmark' is {shown} (expected a name of "
+        "letters, digits, '.', '_' or '-', not starting with '.')\n"
+    )
+    assert not (repo / "baselines").exists()
+
+
+def test_a_100_mb_results_file_leaves_a_small_baseline(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    run = run_record()
+    # What a results run carries besides the record, and what a tool may add: none of it
+    # is baseline content.
+    run["verdict"] = "pass"
+    run["comparison"] = {"notes": ["x" * 1000] * 1000}
+    run["raw_profile"] = "y" * 100_000_000
+    source = results_file(tmp_path / "huge.json", [run], commit=head)
+    assert source.stat().st_size > 100_000_000
+    status, _, _ = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 0
+    (stored,) = (repo / "baselines").rglob("*.json")
+    assert stored.stat().st_size < 4_000
+    record = json.loads(stored.read_text())
+    assert set(record) == {
+        "format", "format_version", "benchmark", "env", "commit", "branch", "commit_time",
+        "created", "dirty", "samples",
+    }  # fmt: skip
+    assert record["samples"] == run["samples"]
+
+
+def test_a_run_too_big_for_a_baseline_is_refused_naming_its_largest_part(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    run = run_record()
+    # 40 series of 50,000 samples: each within the schema's bounds, together ~9 MB of JSON.
+    steps = 50_000
+    run["samples"] = {"step": list(range(steps))}
+    run["samples"].update({f"metric_{i}": [1234.567] * steps for i in range(40)})
+    source = results_file(tmp_path / "big.json", [run], commit=head)
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2
+    assert err.startswith("perfgate: error: baseline b/e: ")
+    assert f"is more than a baseline may hold ({MAX_BASELINE_BYTES // 1024 // 1024}.0 MiB)" in err
+    assert "the largest part is key 'samples' (" in err
+    assert err.endswith("(measure fewer steps or rounds); nothing was written\n")
+    assert not (repo / "baselines").exists()
+
+
+def test_a_baseline_file_too_big_to_be_one_is_refused_unread(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    path = repo / "baselines" / "b" / "e" / f"{head}.json"
+    path.parent.mkdir(parents=True)
+    with path.open("w") as handle:
+        handle.write('{"format": "perfgate.baseline", "pad": "')
+        handle.write("z" * (MAX_BASELINE_BYTES + 1))
+        handle.write('"}')
+    status, _, err = cli("baseline", "show", str(path))
+    assert status == 2
+    assert err == (
+        f"perfgate: error: {path}: 4.0 MiB is more than a baseline may hold (4.0 MiB); "
+        "not a baseline perfgate wrote\n"
+    )
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "perfgate.yaml",
+            b"thresholds:\n  step_time: {max_increase: -5%}\n",
+            "{file}: thresholds.step_time.max_increase: '-5%' is negative; a limit is a size "
+            "in the metric's bad direction (expected e.g. 5% or 2ms or 500us)",
+        ),
+        (
+            "perfgate.yaml",
+            b"baseline: {dir: /tmp/elsewhere}\n",
+            "{file}: baseline.dir: '/tmp/elsewhere' leaves the repository (expected a "
+            "relative path inside it, e.g. baselines)",
+        ),
+        (
+            "perfgate.yaml",
+            b"baseline: {dir: ../..}\n",
+            "{file}: baseline.dir: '../..' leaves the repository (expected a relative path "
+            "inside it, e.g. baselines)",
+        ),
+        (
+            "pyproject.toml",
+            b"tool = 5\n",
+            "{file}: key 'tool' is 5, expected a table ([tool])",
+        ),
+        (
+            "pyproject.toml",
+            b"[tool.perfgate]\nprofiler = '\xff\xfe'\n",
+            "{file}: not valid TOML: not UTF-8 at byte 28",
+        ),
+        (
+            "perfgate.yaml",
+            b"profiler: \xff\n",
+            "{file}: not valid YAML: not UTF-8 at byte 10",
+        ),
+    ],
+)
+def test_configuration_mistakes_are_one_line_naming_the_file_and_key(
+    repo: Path, tmp_path: Path, cli: Cli, name: str, content: bytes, expected: str
+) -> None:
+    config = repo / name
+    config.write_bytes(content)
+    current = results_file(tmp_path / "current.json", [run_record()])
+    for command in (["compare", str(current)], ["baseline", "list"], ["history", "b"]):
+        status, _, err = cli(*command, "--repo", str(repo))
+        assert status == 2, command
+        assert err.startswith("perfgate: error: " + expected.format(file=config)), err
+
+
+# --------------------------------------------------------------------------- full disk
+
+
+def test_baseline_update_on_a_full_disk_is_one_line_and_leaves_nothing(
+    repo: Path, tmp_path: Path
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    run = run_record()
+    run["notes"] = ["n" * 1000] * 20  # a baseline of ~20 KB, past the 8 KB the "disk" holds
+    source = results_file(tmp_path / "results.json", [run], commit=head)
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", "baseline", "update", "--from", str(source)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: limited_writes(8192),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"perfgate: error: baselines/b/e/{head}.json: cannot write the baseline "
+        "(File too large); nothing was written\n"
+    )
+    assert store_files(repo) == []  # no baseline, no temporary file
+
+
+PLUGIN_PROJECT = """
+import time
+
+def test_loop(perfgate):
+    perfgate.run(lambda: time.sleep(0.0005), steps=12, warmup=1)
+"""
+
+
+def run_plugin(project: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perfgate"]
+    command += ["--perfgate-profiler=none", *args]
+    return subprocess.run(
+        command,
+        cwd=project,
+        env={**git_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        **kwargs,
+    )
+
+
+def test_pytest_perfgate_on_a_full_disk_fails_and_leaves_no_empty_results_file(
+    repo: Path,
+) -> None:
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    commit_all(repo, "A benchmark")
+    done = run_plugin(repo, "test_bench.py", preexec_fn=lambda: limited_writes(1024))
+    out = repo / "perfgate-out"
+    assert done.returncode == 3, done.stdout + done.stderr  # INTERNAL_ERROR, never green
+    assert (
+        f"perfgate: error: {out}/results.json: cannot write (File too large); nothing was written"
+    ) in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert f"results: {out}/results.json" not in done.stdout  # not claimed as written
+    left = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert "results.json" not in left
+    assert not [name for name in left if name.endswith(".tmp")]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, filled up: a real full disk (ENOSPC). Needs root; skipped without."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        with (mount / "filler").open("wb") as handle, contextlib.suppress(OSError):
+            handle.write(b"\0" * 128 * 1024)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_pytest_perfgate_on_a_really_full_disk(repo: Path, tiny_disk: Path) -> None:
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    commit_all(repo, "A benchmark")
+    results = tiny_disk / "results.json"
+    done = run_plugin(repo, "test_bench.py", f"--perfgate-json={results}")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert (
+        f"perfgate: error: {results}: cannot write (No space left on device); nothing was written"
+    ) in done.stdout
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"]
+
+
+# --------------------------------------------------------------------------- shallow clones
+
+
+@pytest.fixture
+def origin_with_baseline(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository with a baseline of `b` recorded on main and committed, then a pull
+    request branch of two commits: the situation of a CI run on a PR. Returns the origin
+    and a results file of the PR's (unchanged) measurement."""
+    origin = new_repo(tmp_path / "origin")
+    (origin / "test_bench.py").write_text(PLUGIN_PROJECT)
+    measured = commit_all(origin, "A benchmark")
+    good = results_file(tmp_path / "main.json", [run_record()], commit=measured)
+    assert main(["baseline", "update", "--from", str(good), "--repo", str(origin)]) == 0
+    commit_all(origin, "perfgate: baselines")
+    git(origin, "checkout", "--quiet", "-b", "pr")
+    for i in (2, 3):
+        (origin / "model.py").write_text(f"VERSION = {i}\n")
+        commit_all(origin, f"Model v{i}")
+    git(origin, "checkout", "--quiet", "main")
+    return origin, results_file(tmp_path / "current.json", [run_record()])
+
+
+def clone(origin: Path, target: Path, *args: str) -> Path:
+    git(origin.parent, "clone", "--quiet", *args, f"file://{origin}", str(target))
+    return target
+
+
+def test_a_shallow_pr_clone_says_fetch_depth_0_and_is_an_error_under_strict(
+    origin_with_baseline: tuple[Path, Path], tmp_path: Path, cli: Cli
+) -> None:
+    origin, current = origin_with_baseline
+    full = clone(origin, tmp_path / "full", "--branch", "pr")
+    status, out, _ = cli("compare", str(current), "--repo", str(full))
+    assert status == 0
+    assert "[PASS] b" in out  # the baseline is there, for a full clone
+
+    shallow = clone(origin, tmp_path / "shallow", "--depth", "1", "--branch", "pr")
+    status, out, _ = cli("compare", str(current), "--repo", str(shallow))
+    assert status == 0
+    assert "[NO-BASELINE] b" in out
+    assert "this shallow clone has: the gate cannot see the baselines of older commits" in out
+    assert "fetch the whole history (`fetch-depth: 0` on actions/checkout" in out
+    assert "record one on the" not in out  # not the wrong advice
+
+    status, out, _ = cli(
+        "compare", str(current), "--repo", str(shallow), "--strict", "--format", "json"
+    )
+    assert status == 2
+    (bench,) = json.loads(out)["benchmarks"]
+    assert bench["verdict"] == "error"
+    assert any("fetch-depth: 0" in note for note in bench["notes"])
+
+
+def test_the_walk_knows_when_a_shallow_clone_cut_it_short(
+    origin_with_baseline: tuple[Path, Path], tmp_path: Path
+) -> None:
+    origin, _ = origin_with_baseline
+    deep_enough = clone(origin, tmp_path / "depth2", "--depth", "2", "--branch", "main")
+    # All of max_depth=2 is inside the clone's history: nothing was cut.
+    assert baseline_walk(deep_enough, max_depth=2).shallow is False
+    assert baseline_walk(deep_enough, max_depth=10).shallow is True
+    full = clone(origin, tmp_path / "full")
+    assert baseline_walk(full, max_depth=10).shallow is False
+
+
+def test_pytest_perfgate_in_a_shallow_clone_warns_and_errs_under_strict(
+    origin_with_baseline: tuple[Path, Path], tmp_path: Path
+) -> None:
+    origin, _ = origin_with_baseline
+    shallow = clone(origin, tmp_path / "shallow", "--depth", "1", "--branch", "pr")
+    done = run_plugin(shallow, "test_bench.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "this checkout is a shallow clone" in done.stdout
+    assert "`fetch-depth: 0` on actions/checkout" in done.stdout
+    assert "record them with" not in done.stdout
+
+    done = run_plugin(shallow, "test_bench.py", "--perfgate-strict")
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = json.loads((shallow / "perfgate-out" / "results.json").read_text())
+    assert [run["verdict"] for run in results["runs"]] == ["error"]
+
+
+# --------------------------------------------------------------------------- branch names
+
+
+def test_a_master_repository_works_the_same_everywhere(tmp_path: Path, cli: Cli) -> None:
+    repo = new_repo(tmp_path / "repo", branch="master")
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    commit_all(repo, "A benchmark")
+    for i in (2, 3):
+        done = run_plugin(repo, "test_bench.py", "--perfgate-update")
+        assert done.returncode == 0, done.stdout + done.stderr
+        # The baseline keeps all of the plugin's record (only the results file's own keys
+        # about the run's outcome stay out).
+        (run,) = json.loads((repo / "perfgate-out" / "results.json").read_text())["runs"]
+        stored = json.loads(Path(run["baseline_path"]).read_text())
+        outcome = {"verdict", "comparison", "baseline_path", "timings_s", "commit"}
+        assert set(run) - outcome <= set(stored)
+        commit_all(repo, "perfgate: baselines")
+        (repo / "model.py").write_text(f"VERSION = {i}\n")
+        commit_all(repo, f"Model v{i}")
+    assert default_branch(repo) == "master"
+
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    (repo / "model.py").write_text("VERSION = 'feature'\n")
+    commit_all(repo, "Feature")
+    done = run_plugin(repo, "test_bench.py")  # the plugin
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((repo / "perfgate-out" / "results.json").read_text())
+    assert results["runs"][0]["comparison"]["baseline"]["how"] == "merge-base of HEAD and master"
+
+    current = repo / "perfgate-out" / "results.json"
+    status, out, _ = cli("compare", str(current), "--repo", str(repo), "--format", "json")
+    assert json.loads(out)["benchmarks"][0]["baseline"]["how"] == "merge-base of HEAD and master"
+    status, out, _ = cli("history", "loop", "--repo", str(repo))
+    assert status == 0
+    assert "loop on cpu-" in out and ": 2 baseline(s)" in out
+    status, out, _ = cli("baseline", "prune", "--keep", "1", "--repo", str(repo))
+    assert status == 0, out
+    assert "removed 1 baseline(s); kept the newest 1 per benchmark and env" in out
+
+    # An explicit baseline.branch still wins.
+    (repo / "perfgate.yaml").write_text("baseline: {branch: release}\n")
+    status, _, err = cli("baseline", "prune", "--keep", "1", "--repo", str(repo))
+    assert status == 2
+    assert "no branch 'release'" in err
+
+
+def test_the_default_branch_is_origin_head_first(tmp_path: Path) -> None:
+    origin = new_repo(tmp_path / "origin", branch="trunk")
+    for branch in ("main", "master"):
+        git(origin, "branch", branch)
+    ci = clone(origin, tmp_path / "ci")
+    # git clone sets origin/HEAD from the remote's HEAD: trunk, though main and master exist.
+    assert default_branch(ci) == "trunk"
+    git(ci, "remote", "set-head", "origin", "--delete")
+    assert default_branch(ci) == "main"
+    lonely = new_repo(tmp_path / "lonely", branch="develop")
+    assert default_branch(lonely) == "main"  # nothing to go by: the usual name
