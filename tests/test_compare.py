@@ -477,3 +477,28 @@ def test_wall_time_that_rose_with_a_busy_runner_but_not_the_cpu_time_is_unstable
     # A quiet runner: the step waits longer (sleep, I/O) — that is the code's doing.
     waiting = compare_runs(base, _timed(13.0, 9.8, 0.02, seed=4), STEP_ONLY)
     assert waiting.metrics[0].status == REGRESSION
+
+
+def test_more_copy_tasks_per_step_confirm_a_copy_ratio_the_noise_hides() -> None:
+    def record(copy_ratio: list[float], calls: int) -> dict:
+        return {
+            "benchmark": "b",
+            "env": "e",
+            "samples": {"copy_ratio": copy_ratio, "process": [0.0] * len(copy_ratio)},
+            "operators": [_op("aten::to", 100.0 * calls, calls=calls)],
+        }
+
+    copy_only = Rules(
+        metrics={"copy_ratio": RULES.metrics["copy_ratio"]},
+        operators=RULES.operators,
+        statistics=STATS,
+    )
+    # Three noisy baseline passes (one process each) and one current pass 3pt up.
+    base = record([0.01, 0.04, 0.02], 1)
+    base["samples"]["process"] = [0.0, 1.0, 2.0]
+    same_count = compare_runs(base, record([0.055], 1), copy_only).metrics[0]
+    assert same_count.status != REGRESSION and same_count.copy_calls is None
+    more = compare_runs(base, record([0.055], 17), copy_only).metrics[0]
+    assert more.status == REGRESSION
+    assert more.copy_calls == (1.0, 17.0)
+    assert "copy tasks per step rose 1 → 17" in metric_reasons(more)[0]

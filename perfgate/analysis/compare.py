@@ -137,6 +137,9 @@ class MetricJudgement:
     cpu_change: float | None = None
     others_cpus: float | None = None
     contended: bool = False
+    # Copy tasks per step on each side, when the count rose with the copy ratio: counts do
+    # not wander with the runner's load, so they confirm a copy ratio the noise hides.
+    copy_calls: tuple[float, float] | None = None
 
     @property
     def limit_exceeded_by_noise(self) -> bool:
@@ -658,6 +661,32 @@ def _witness(
         judgement.status = MetricStatus.UNSTABLE
 
 
+# Copy tasks per step must rise by at least this much to count (a half: one more copy every
+# other step is already a change in what the code does).
+COPY_CALLS_MIN_RISE = 0.5
+
+
+def copy_calls_per_step(record: RunRecord) -> float:
+    """Copy tasks per step: the operator table's copy rows, summed."""
+    return sum(
+        float(op.get("calls_per_step") or 0.0)
+        for op in record.get("operators", [])
+        if op.get("category") == "copy"
+    )
+
+
+def _count_copies(judgement: MetricJudgement, baseline: RunRecord, current: RunRecord) -> None:
+    """A copy ratio that rose past its threshold while the copy tasks per step rose too is a
+    regression however noisy the timing: the count is deterministic, the code copies more."""
+    if judgement.effect != "bad" or judgement.status is MetricStatus.REGRESSION:
+        return
+    before, after = copy_calls_per_step(baseline), copy_calls_per_step(current)
+    if after - before >= COPY_CALLS_MIN_RISE:
+        judgement.copy_calls = (before, after)
+        judgement.status = MetricStatus.REGRESSION
+        judgement.inconclusive = False
+
+
 def side_rounds(record: RunRecord, metric: str) -> RoundValues:
     """A record's round values of ``metric``: step time from its timed rounds (log scale),
     the other metrics from its profiled passes (one value per pass, each its own process)."""
@@ -782,6 +811,8 @@ def compare_runs(
             )
             if log and judgement.status is MetricStatus.REGRESSION:
                 _witness(judgement, rule, history[:kept], current, stats, look)
+        if rule.metric == "copy_ratio":
+            _count_copies(judgement, baseline, current)
         comparison.metrics.append(judgement)
     base_samples, cur_samples = baseline["samples"], current["samples"]
     # Operator times come from the profiled steps: explain them against the profiled step

@@ -42,6 +42,8 @@ def metric_dict(m: MetricJudgement) -> dict[str, Any]:
         for f in fields(m)
         if (v := getattr(m, f.name)) is not None or f.name in _NULLABLE
     }
+    if m.copy_calls is not None:
+        facts["copy_calls"] = list(m.copy_calls)
     facts["status"] = m.status.value
     facts["reasons"] = metric_reasons(m)
     return facts
@@ -88,6 +90,10 @@ def metric_from_dict(m: dict[str, Any]) -> MetricJudgement:
     for name in ("significant", "p_value", "test", "n_baseline", "n_current"):
         values.setdefault(name, None if name in ("significant", "p_value") else 0)
     values["test"] = values["test"] or "none"
+    if isinstance(values.get("copy_calls"), list) and len(values["copy_calls"]) == 2:
+        values["copy_calls"] = tuple(float(v) for v in values["copy_calls"])
+    else:
+        values.pop("copy_calls", None)
     return MetricJudgement(**values)
 
 

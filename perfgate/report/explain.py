@@ -48,6 +48,12 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
             "steps of single runs as replicates: the noise between runs is unknown "
             "(pytest --perfgate measures rounds)"
         )
+    if m.copy_calls is not None:
+        before, after = m.copy_calls
+        reasons.append(
+            f"copy tasks per step rose {before:g} → {after:g}: counts do not wander with the "
+            "runner's load"
+        )
     if m.status is MetricStatus.UNSTABLE and m.contended:
         reasons.append(contention_clause(m))
     elif m.status is MetricStatus.UNSTABLE:
@@ -67,7 +73,7 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
 def noise_figures(m: MetricJudgement) -> str:
     """The measured noise: ``±4.1% between rounds, ±2.0% between processes``."""
     parts = []
-    if m.noise is not None:
+    if m.noise:  # 0: every round was a process of its own (a command), nothing within
         parts.append(f"{format_spread(m.noise, m.unit)} between rounds")
     if m.noise_process:
         parts.append(f"{format_spread(m.noise_process, m.unit)} between processes")
