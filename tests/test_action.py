@@ -1467,3 +1467,52 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
     assert pr.outputs()["verdict"] == "regression"
     assert "step_time" in pr.summary.read_text()
     assert pr.call(gate_step.main, checkout, PERFGATE_VERDICT="regression")[0] == 1
+
+
+def test_ab_mode_on_a_pull_request_measures_against_the_merge_base(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    git(checkout, "init", "--quiet", "--initial-branch=main")
+    (checkout / "model.py").write_text("v1\n")
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "--quiet", "-m", "v1")
+    base = git(checkout, "rev-parse", "HEAD")
+    git(checkout, "update-ref", "refs/remotes/origin/main", base)
+    git(checkout, "checkout", "--quiet", "-b", "faster-attention")
+    (checkout / "model.py").write_text("v2\n")
+    git(checkout, "commit", "--quiet", "-am", "v2")
+    record = tmp_path / "record.json"
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    done = runner.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_MODE="ab",
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(record),
+        FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", "pass")])),
+        FAKE_SUMMARY="### perfgate: pass\n",
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"perfgate: A/B against the merge-base {base[:12]}" in done.stdout
+    argv = json.loads(record.read_text())["argv"]
+    assert argv[:4] == ["-m", "pytest", "--perfgate", f"--perfgate-ab={base}"]
+    # A push is never an A/B run: it records the stored baselines.
+    push = Runner(tmp_path / "push", "push", push_event(base), "refs/heads/main")
+    push.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_MODE="ab",
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(record),
+        FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", "recorded")])),
+        FAKE_SUMMARY="",
+        FAKE_EXIT="0",
+    )
+    assert not any(a.startswith("--perfgate-ab") for a in json.loads(record.read_text())["argv"])

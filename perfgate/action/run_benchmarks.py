@@ -19,7 +19,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,13 @@ from perfgate.action import (
     ActionError,
     annotate,
     append_summary,
+    choice_input,
     env_input,
+    git_output,
     is_shallow_checkout,
     load_event,
     overall_verdict,
+    pull_request_number,
     remember_default_branch,
     run_main,
     set_output,
@@ -138,6 +141,22 @@ SHALLOW_NOTE = (
 )
 
 
+def ab_base(cwd: Path, event: Mapping[str, Any]) -> str:
+    """The base of a pull request's A/B run: the merge-base of HEAD and the target branch
+    (``origin/<base ref>`` of the event, fetched by ``fetch-depth: 0``)."""
+    pull = event.get("pull_request")
+    base = pull.get("base") if isinstance(pull, dict) else None
+    ref = base.get("ref") if isinstance(base, dict) else None
+    if not isinstance(ref, str) or not ref:
+        raise ActionError("mode: ab needs a pull_request event naming its base branch")
+    sha = git_output(cwd, "merge-base", "HEAD", f"origin/{ref}")
+    if not sha:
+        raise ActionError(
+            f"mode: ab: no merge-base of HEAD and origin/{ref} (check out with fetch-depth: 0)"
+        )
+    return sha
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run (or merge), then write outputs and the job summary."""
     parser = argparse.ArgumentParser(prog="python -m perfgate.action.run_benchmarks")
@@ -164,9 +183,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Measuring would end in no-baseline and a green build: an error, before the run.
         exit_code, note = PYTEST_NOT_RUN, SHALLOW_NOTE
     else:
+        pytest_args = env_input("PERFGATE_PYTEST_ARGS", "--perfgate")
+        mode = choice_input("PERFGATE_MODE", ("stored", "ab"), "stored")
+        event = load_event()
+        if mode == "ab" and pull_request_number(event) is not None:
+            base = ab_base(cwd, event)
+            print(f"perfgate: A/B against the merge-base {base[:12]}", flush=True)
+            pytest_args = f"{pytest_args} --perfgate-ab={base}"
         command, results, summary = pytest_command(
             args.python,
-            env_input("PERFGATE_PYTEST_ARGS", "--perfgate"),
+            pytest_args,
             out_dir,
             cann_script(env_input("PERFGATE_CANN_ENV", "auto")),
         )
