@@ -1184,7 +1184,9 @@ HOSTILE_OP = "Mat|Mul`<img src=x onerror=alert(1)>`@octo-org/admins [x](https://
 def hostile_comparison_results(tmp_path: Path) -> tuple[Path, Path]:
     """A results file as `pytest --perfgate` writes it, for a real profile whose operators
     were renamed to something hostile."""
-    record = load_side(LEVEL1, benchmark="resnet50_train", env="ascend910b4-x1").records[0]
+    record: dict[str, Any] = dict(
+        load_side(LEVEL1, benchmark="resnet50_train", env="ascend910b4-x1").records[0]
+    )
     slow = json.loads(json.dumps(record))
     for op in slow["operators"]:
         op["op_type"] = HOSTILE_OP
@@ -1268,7 +1270,9 @@ def make_remote(tmp_path: Path) -> tuple[Path, Path]:
 
 def real_results(checkout: Path) -> Path:
     """A results file holding the record of a real torch_npu profile, for HEAD."""
-    record = load_side(LEVEL1, benchmark="resnet50_train", env="ascend910b4-x1").records[0]
+    record: dict[str, Any] = dict(
+        load_side(LEVEL1, benchmark="resnet50_train", env="ascend910b4-x1").records[0]
+    )
     record["verdict"] = "pass"
     path = checkout / "perfgate-out" / "results.json"
     path.parent.mkdir()

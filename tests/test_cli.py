@@ -12,6 +12,7 @@ from pathlib import Path
 
 import git
 import pytest
+from conftest import GitRepo
 
 from perfgate.cli import main
 
@@ -153,11 +154,7 @@ def test_slowed_matmul_kernels_fail_the_gate_and_are_named(
 
 
 def _git_repo(path: Path) -> git.Repo:
-    repo = git.Repo.init(path, initial_branch="main")
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", "t")
-        cfg.set_value("user", "email", "t@example.invalid")
-    return repo
+    return GitRepo(path).repo
 
 
 def test_baseline_recorded_on_main_gates_a_feature_branch(

@@ -3,10 +3,13 @@ controlled samples whose answer is known."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from perfgate.analysis.compare import (
+    Comparison,
     Look,
     MetricJudgement,
     compare_runs,
@@ -17,11 +20,27 @@ from perfgate.analysis.compare import (
     operator_deltas,
 )
 from perfgate.analysis.statistics import RoundValues, min_attainable_p, spending_pocock
+from perfgate.records import OperatorEntry, RunRecord, validate_run
 from perfgate.report.explain import describe_operator, metric_reasons, summary_lines
 from perfgate.rules import Rules, Statistics, default_rules
 from perfgate.verdict import MetricStatus, Verdict
 
 RULES = default_rules()
+
+
+def record(data: dict[str, Any]) -> RunRecord:
+    """A test's run record, through the same check a file gets."""
+    return validate_run({"benchmark": "b", "env": "cpu-x86_64", **data}, "test record")
+
+
+def compare(base: dict[str, Any], cur: dict[str, Any], rules: Rules, **kw: Any) -> Comparison:
+    return compare_runs(record(base), record(cur), rules, **kw)
+
+
+def operators(entries: list[dict[str, Any]]) -> list[OperatorEntry]:
+    return [record({"samples": {}, "operators": [e]})["operators"][0] for e in entries]
+
+
 STEP = RULES.metrics["step_time"]
 UTIL = RULES.metrics["utilization"]
 STATS = Statistics()
@@ -231,7 +250,7 @@ def test_operators_are_ranked_by_their_share_of_the_step_time_increase() -> None
             "share": 0.1,
         },
     ]
-    deltas = operator_deltas(base, cur, 1200.0, RULES.operators, 0.01)
+    deltas = operator_deltas(operators(base), operators(cur), 1200.0, RULES.operators, 0.01)
     assert [(d.op_type, d.status) for d in deltas] == [
         ("MatMulV2", "changed"),
         ("TransData", "new"),
@@ -247,7 +266,8 @@ def test_operator_gating_corrects_for_the_number_of_operators() -> None:
 
     rule = replace(RULES.operators, gate=True)
     rng = np.random.default_rng(5)
-    base, cur = [], []
+    base: list[dict[str, Any]] = []
+    cur: list[dict[str, Any]] = []
     for i in range(50):  # 50 operators, none changed: noise only
         b = list(100 + rng.normal(0, 5, 20))
         c = list(100 + rng.normal(0, 5, 20))
@@ -269,7 +289,7 @@ def test_operator_gating_corrects_for_the_number_of_operators() -> None:
         "samples_us": [v * 1.3 for v in cur[0]["samples_us"]],
         "time_per_step_us": cur[0]["time_per_step_us"] * 1.3,
     }
-    deltas = operator_deltas(base, cur, 30.0, rule, 0.01)
+    deltas = operator_deltas(operators(base), operators(cur), 30.0, rule, 0.01)
     assert [d.op_type for d in deltas if d.regression] == ["Op0"]
 
 
@@ -284,7 +304,7 @@ def test_hard_fingerprint_difference_makes_runs_incomparable() -> None:
         "fingerprint": {"device": "Ascend910B3", "cann_version": "8.3"},
         "samples": {"step_time_us": steps(150)},
     }
-    result = compare_runs(base, cur, STEP_ONLY)
+    result = compare(base, cur, STEP_ONLY)
     assert result.verdict == INCOMPARABLE
     assert "environment differs (hard): device: Ascend910B4 → Ascend910B3" in result.warnings
     assert "environment differs (soft): cann_version: 8.0 → 8.3" in result.warnings
@@ -323,13 +343,13 @@ def test_regression_summary_line_names_benchmark_metric_change_limit_and_baselin
             }
         ],
     }
-    result = compare_runs(
+    result = compare(
         base,
         cur,
         STEP_ONLY,
         baseline_info={"commit": "a" * 40, "how": "merge-base of HEAD and main"},
     )
-    assert result.verdict == REGRESSION
+    assert result.verdict is Verdict.REGRESSION
     [line] = summary_lines(result)
     assert line == (
         "bert: step_time regressed: 99.825 ms → 110.272 ms (+10.5%, limit +5%) vs baseline "
@@ -338,8 +358,10 @@ def test_regression_summary_line_names_benchmark_metric_change_limit_and_baselin
     )
 
 
-def _op(name: str, time_us: float, samples: list[float] | None = None, calls: int = 1) -> dict:
-    entry: dict[str, object] = {
+def _op(
+    name: str, time_us: float, samples: list[float] | None = None, calls: int = 1
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
         "op_type": name,
         "core": "cpu",
         "category": "copy" if name == "aten::to" else "compute",
@@ -355,14 +377,14 @@ def _op(name: str, time_us: float, samples: list[float] | None = None, calls: in
 def test_an_unchanged_pair_marks_no_operator_changed() -> None:
     medians = np.random.default_rng(5).uniform(100, 5000, 30)
 
-    def ops(seed: int) -> list[dict]:
+    def ops(seed: int) -> list[OperatorEntry]:
         # The same operators, their per-step times drawn again: each side's average wobbles.
         r = np.random.default_rng(seed)
         out = []
         for i, m in enumerate(medians):
             samples = m * np.exp(r.normal(0, 0.05, 20))
             out.append(_op(f"aten::op{i}", float(samples.mean()), list(samples)))
-        return out
+        return operators(out)
 
     deltas = operator_deltas(ops(1), ops(2), 0.0, RULES.operators, 0.01)
     assert [d.status for d in deltas] == ["unchanged"] * 30
@@ -370,8 +392,8 @@ def test_an_unchanged_pair_marks_no_operator_changed() -> None:
 
 def test_a_copy_that_grew_while_the_step_got_faster_claims_no_share_of_an_increase() -> None:
     delta = operator_deltas(
-        [_op("aten::to", 100.0, calls=1)],
-        [_op("aten::to", 2100.0, calls=17)],
+        operators([_op("aten::to", 100.0, calls=1)]),
+        operators([_op("aten::to", 2100.0, calls=17)]),
         -800.0,
         RULES.operators,
         0.01,
@@ -380,7 +402,11 @@ def test_a_copy_that_grew_while_the_step_got_faster_claims_no_share_of_an_increa
     assert describe_operator(delta, -800.0) == ("aten::to [cpu] +2.000 ms/step (calls/step 1 → 17)")
     # It grew more than the whole step did: the rest of the step got faster.
     bigger = operator_deltas(
-        [_op("aten::to", 100.0)], [_op("aten::to", 2100.0)], 1200.0, RULES.operators, 0.01
+        operators([_op("aten::to", 100.0)]),
+        operators([_op("aten::to", 2100.0)]),
+        1200.0,
+        RULES.operators,
+        0.01,
     )[0]
     assert describe_operator(bigger, 1200.0) == (
         "aten::to [cpu] +2.000 ms/step, more than the +1.2 ms step-time increase "
@@ -434,14 +460,14 @@ def test_an_idle_gap_is_explained_by_free_time_not_by_noise_operators() -> None:
             ],
         }
 
-    result = compare_runs(record(0.5, 1), record(5.5, 2), STEP_ONLY)
+    result = compare(record(0.5, 1), record(5.5, 2), STEP_ONLY)
     [line] = summary_lines(result)
     assert "; per step: free (device idle) +4.9" in line
     assert "explained by" not in line  # aten::linear's +0.001 ms is noise, not a cause
     assert result.breakdown_delta_us["computing_us"] == 0.0
 
 
-def _timed(wall_ms: float, cpu_ms: float, others: float | None, seed: int) -> dict:
+def _timed(wall_ms: float, cpu_ms: float, others: float | None, seed: int) -> dict[str, Any]:
     """A run record of 3 processes × 5 rounds × 10 steps, wall and CPU time per step."""
     rng = np.random.default_rng(seed)
     count = 3 * 5 * 10
@@ -464,7 +490,7 @@ def _timed(wall_ms: float, cpu_ms: float, others: float | None, seed: int) -> di
 
 def test_wall_time_that_rose_with_a_busy_runner_but_not_the_cpu_time_is_unstable() -> None:
     base = _timed(10.0, 9.8, 0.05, seed=1)
-    crowded = compare_runs(base, _timed(13.0, 9.8, 1.3, seed=2), STEP_ONLY)
+    crowded = compare(base, _timed(13.0, 9.8, 1.3, seed=2), STEP_ONLY)
     [step] = crowded.metrics
     assert step.status == UNSTABLE and step.contended
     assert step.cpu_change == pytest.approx(0.0, abs=0.01)
@@ -472,15 +498,15 @@ def test_wall_time_that_rose_with_a_busy_runner_but_not_the_cpu_time_is_unstable
         "the runner was busy (other processes used 1.3 CPUs) and the CPU time per step moved only +"
     )
     # The code does more work: CPU time rose too. A regression, busy runner or not.
-    heavier = compare_runs(base, _timed(13.0, 12.7, 1.3, seed=3), STEP_ONLY)
+    heavier = compare(base, _timed(13.0, 12.7, 1.3, seed=3), STEP_ONLY)
     assert heavier.metrics[0].status == REGRESSION
     # A quiet runner: the step waits longer (sleep, I/O) — that is the code's doing.
-    waiting = compare_runs(base, _timed(13.0, 9.8, 0.02, seed=4), STEP_ONLY)
+    waiting = compare(base, _timed(13.0, 9.8, 0.02, seed=4), STEP_ONLY)
     assert waiting.metrics[0].status == REGRESSION
 
 
 def test_more_copy_tasks_per_step_confirm_a_copy_ratio_the_noise_hides() -> None:
-    def record(copy_ratio: list[float], calls: int) -> dict:
+    def record(copy_ratio: list[float], calls: int) -> dict[str, Any]:
         return {
             "benchmark": "b",
             "env": "e",
@@ -496,9 +522,9 @@ def test_more_copy_tasks_per_step_confirm_a_copy_ratio_the_noise_hides() -> None
     # Three noisy baseline passes (one process each) and one current pass 3pt up.
     base = record([0.01, 0.04, 0.02], 1)
     base["samples"]["process"] = [0.0, 1.0, 2.0]
-    same_count = compare_runs(base, record([0.055], 1), copy_only).metrics[0]
+    same_count = compare(base, record([0.055], 1), copy_only).metrics[0]
     assert same_count.status != REGRESSION and same_count.copy_calls is None
-    more = compare_runs(base, record([0.055], 17), copy_only).metrics[0]
+    more = compare(base, record([0.055], 17), copy_only).metrics[0]
     assert more.status == REGRESSION
     assert more.copy_calls == (1.0, 17.0)
     assert "copy tasks per step rose 1 → 17" in metric_reasons(more)[0]

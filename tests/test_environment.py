@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import perfgate.profilers.environment as environment
 from perfgate.errors import PerfgateError
 from perfgate.profilers.environment import (
     FINGERPRINT_KEYS,
@@ -129,8 +128,7 @@ def test_a_device_this_user_cannot_open_is_named_with_the_group_fix(
         # root passes every permission check: take the kernel's answer for a locked file.
         real_access = os.access
         monkeypatch.setattr(
-            environment.os,
-            "access",
+            "perfgate.profilers.environment.os.access",
             lambda path, mode: Path(path) != locked and real_access(path, mode),
         )
     else:

@@ -519,8 +519,13 @@ def test_step_synchronises_the_npu_and_opens_an_mstx_range_under_torch_npu(
     cuda = types.SimpleNamespace(
         is_initialized=lambda: False, synchronize=lambda: calls.append("cuda.synchronize")
     )
+
+    def range_start(message: str) -> int:
+        calls.append(("range_start", message))
+        return 41
+
     mstx = types.SimpleNamespace(
-        range_start=lambda message: calls.append(("range_start", message)) or 41,
+        range_start=range_start,
         range_end=lambda range_id: calls.append(("range_end", range_id)),
     )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(npu=npu, cuda=cuda))

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import git
 import pytest
-
-pytest_plugins = ["pytester"]
-pytest.importorskip("torch")
+from conftest import GitRepo
 
 # A benchmark whose work per step is set by the environment: WORK=4 is 4× heavier.
 BENCHMARK = """
 import os
-import torch
 
 def test_matmul(perfgate):
+    import torch  # only where the benchmark runs: option and usage tests need no torch
+
     size = 192
     work = int(os.environ.get("WORK", "1"))
     a = torch.randn(size, size)
@@ -44,20 +43,14 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     (pytester.path / "perfgate.yaml").write_text(
         "thresholds:\n  step_time: {max_increase: 60%}\n  utilization: {max_drop: 15pt}\n"
     )
-    repo = git.Repo.init(pytester.path, initial_branch="main")
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", "t")
-        cfg.set_value("user", "email", "t@example.invalid")
-    (pytester.path / ".gitignore").write_text("perfgate-out/\n__pycache__/\n")
-    repo.index.add(["test_bench.py", "tox.ini", ".gitignore", "perfgate.yaml"])
-    repo.index.commit("benchmark")
+    repo = GitRepo(pytester.path)
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    repo.commit("benchmark", "test_bench.py", "tox.ini", ".gitignore", "perfgate.yaml")
     return pytester
 
 
 def _commit_all(path: Path, message: str) -> str:
-    repo = git.Repo(path)
-    repo.git.add("-A")
-    return str(repo.index.commit(message).hexsha)
+    return GitRepo(path).commit(message)
 
 
 def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
@@ -110,7 +103,7 @@ def test_a_bad_config_is_a_usage_error_naming_the_key(project: pytest.Pytester) 
 
 
 def test_no_baseline_passes_and_says_how_to_record_one(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, needs_torch: None
 ) -> None:
     summary = project.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -143,7 +136,7 @@ def test_no_baseline_passes_and_says_how_to_record_one(
 
 
 def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, needs_torch: None
 ) -> None:
     recorded = project.runpytest_subprocess("--perfgate", "--perfgate-update")
     recorded.assert_outcomes(passed=2)
@@ -232,7 +225,9 @@ def test_a_bad_marker_argument_fails_with_the_allowed_ones(project: pytest.Pytes
     )
 
 
-def test_parallel_workers_hand_their_results_to_one_report(project: pytest.Pytester) -> None:
+def test_parallel_workers_hand_their_results_to_one_report(
+    project: pytest.Pytester, needs_torch: None
+) -> None:
     pytest.importorskip("xdist")
     project.makepyfile(
         test_more="""

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import git
 import pytest
-
-pytest_plugins = ["pytester"]
+from conftest import GitRepo
 
 TESTS = Path(__file__).parent
 WORKLOADS = TESTS / "data" / "msprof_workloads"
@@ -41,12 +40,7 @@ def ascend_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
         "thresholds: {step_time: {max_increase: 50%}, copy_ratio: {max_increase: 1pt}}\n"
     )
     (pytester.path / ".gitignore").write_text("perfgate-out/\n__pycache__/\ndev/\n")
-    repo = git.Repo.init(pytester.path, initial_branch="main")
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", "t")
-        cfg.set_value("user", "email", "t@example.invalid")
-    repo.index.add(["test_train.py", "perfgate.yaml", ".gitignore"])
-    repo.index.commit("benchmark")
+    GitRepo(pytester.path).commit("benchmark", "test_train.py", "perfgate.yaml", ".gitignore")
     return pytester
 
 

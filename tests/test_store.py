@@ -25,6 +25,7 @@ from typing import Any
 
 import git
 import pytest
+from conftest import GitRepo
 
 from perfgate.errors import PerfgateError
 from perfgate.store import (
@@ -100,9 +101,7 @@ class History:
 
 
 def build_history(path: Path) -> dict[str, str]:
-    repo = git.Repo.init(path)
-    # Whatever init.defaultBranch says on this machine, the branch is main.
-    repo.git.symbolic_ref("HEAD", "refs/heads/main")
+    repo = GitRepo(path).repo
     sha = {}
     for label in "AB":
         sha[label] = commit(repo, label)
@@ -439,7 +438,7 @@ def test_concurrent_writers_never_leave_a_half_written_file(tmp_path: Path) -> N
     # Read while they write: every read must see one writer's whole record.
     while any(p.is_alive() for p in procs):
         if shared.exists():
-            got = read_baseline(shared)
+            got: dict[str, Any] = dict(read_baseline(shared))
             assert got == concurrent_record(SHARED, got["writer"], got["write"])
             reads += 1
         time.sleep(0.001)
@@ -447,7 +446,7 @@ def test_concurrent_writers_never_leave_a_half_written_file(tmp_path: Path) -> N
         p.join()
     assert [p.exitcode for p in procs] == [0] * WRITERS
     assert reads > 0
-    got = read_baseline(shared)
+    got = dict(read_baseline(shared))
     assert got == concurrent_record(SHARED, got["writer"], got["write"])
     for w in range(WRITERS):
         own = tmp_path / "resnet" / "cpu-x86_64" / f"{own_sha(w)}.json"
@@ -588,7 +587,7 @@ def test_lookup_picks_the_nearest_candidate_that_has_a_baseline(
     candidates = baseline_candidates(hist.path)
     assert find_baseline(root, "resnet", "cpu-x86_64", candidates) == FoundBaseline(
         path=root / "resnet" / "cpu-x86_64" / f"{hist.sha['A']}.json",
-        record=at_a,
+        record=validate_record(at_a, "at A"),
         candidate=Candidate(hist.sha["A"], 1, "merge-base of HEAD and main"),
     )
     assert find_baseline(root, "bert", "cpu-x86_64", candidates) is None
