@@ -678,10 +678,11 @@ def copy_calls_per_step(record: RunRecord) -> float:
 def _count_copies(judgement: MetricJudgement, baseline: RunRecord, current: RunRecord) -> None:
     """A copy ratio that rose past its threshold while the copy tasks per step rose too is a
     regression however noisy the timing: the count is deterministic, the code copies more."""
-    if judgement.effect != "bad" or judgement.status is MetricStatus.REGRESSION:
+    if judgement.effect != "bad":
         return
     before, after = copy_calls_per_step(baseline), copy_calls_per_step(current)
     if after - before >= COPY_CALLS_MIN_RISE:
+        # The count is evidence worth naming even when the timing already convicted.
         judgement.copy_calls = (before, after)
         judgement.status = MetricStatus.REGRESSION
         judgement.inconclusive = False
