@@ -15,18 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.common import concat_frames
 from perfgate.marks import STEP_MARKS_NOTE, read_step_marks
 from perfgate.model import (
+    BREAKDOWN_COLUMNS,
     NO_STEP_MARKS_NOTE,
     STEP_COLUMNS,
     Profile,
     TimeBase,
     empty_steps,
     empty_tasks,
+    normalize_op_statistic,
     rebase_times,
 )
 
@@ -86,21 +89,85 @@ def assemble(
     if tasks.empty and steps.empty and if_empty is not None:
         raise if_empty
     statistics = [p.op_statistic for p in parts if p.op_statistic is not None]
+    op_statistic = _checked_statistic(statistics, path, all_notes)
     merged.update(overrides)
     if "ranks" not in merged:
         merged["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
     merged["time_origin_us"] = time_origin_us
     if steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
-    return Profile(
+    profile = Profile(
         source=source,
         path=str(path),
         tasks=tasks,
         steps=steps,
         metadata=merged,
         notes=all_notes,
-        op_statistic=concat_frames(statistics) if statistics else None,
+        op_statistic=op_statistic,
     )
+    profile.steps = _without_empty_steps(profile, all_notes)
+    if profile.steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
+        all_notes.append(NO_STEP_MARKS_NOTE)
+    return profile
+
+
+def _checked_statistic(
+    statistics: Sequence[pd.DataFrame], path: str | Path, notes: list[str]
+) -> pd.DataFrame | None:
+    """The parts' op_statistic tables as one, checked (docs/formats.md §12); an auxiliary file
+    (§10): a value that breaks the checks becomes a note and the totals are not used."""
+    table = concat_frames(statistics)
+    if table.empty:
+        return None
+    try:
+        return normalize_op_statistic(table, path)
+    except ProfileError as exc:
+        notes.append(f"{exc}; skipped: the profiler's per-operator totals are not used")
+        return None
+
+
+def _without_empty_steps(profile: Profile, notes: list[str]) -> pd.DataFrame:
+    """The profile's steps less the windows in which a rank that has tasks ran none.
+
+    Such a window says nothing about the device: the trace ends in it, or the step was marked
+    on a rank whose device work another file lists. Analysed, it would read as 0% utilization
+    and 100% free (docs/formats.md §12). A step the profiler gave its own breakdown for is
+    kept: the profiler measured it.
+    """
+    steps, tasks = profile.steps, profile.tasks
+    if steps.empty or tasks.empty:
+        return steps
+    window = steps["start_us"].notna() & steps["end_us"].notna()
+    if any(c in steps.columns for c in BREAKDOWN_COLUMNS):
+        given = steps[[c for c in BREAKDOWN_COLUMNS if c in steps.columns]].notna().all(axis=1)
+        window &= ~given
+    if not window.any():
+        return steps
+    empty = np.zeros(len(steps), dtype=bool)
+    untagged = tasks["step"].isna().to_numpy()
+    tagged = tasks.loc[~untagged, ["rank", "step"]].drop_duplicates()
+    tagged_pairs = set(zip(tagged["rank"].tolist(), tagged["step"].tolist()))
+    task_rank = tasks["rank"].to_numpy(dtype=np.int64)
+    task_start = tasks["start_us"].to_numpy(dtype=np.float64)
+    windows = steps.loc[window]
+    for rank, group in windows.groupby("rank"):
+        starts = np.sort(task_start[(task_rank == rank) & untagged])
+        lo = np.searchsorted(starts, group["start_us"].to_numpy(dtype=np.float64), "left")
+        hi = np.searchsorted(starts, group["end_us"].to_numpy(dtype=np.float64), "left")
+        has_tagged = np.array([(rank, s) in tagged_pairs for s in group["step"].tolist()])
+        positions = np.flatnonzero(window.to_numpy())[(windows["rank"] == rank).to_numpy()]
+        empty[positions] = (hi == lo) & ~has_tagged.astype(bool)
+    if not empty.any():
+        return steps
+    left_out = steps.loc[empty]
+    listed = ", ".join(
+        f"{int(s)} (rank {int(r)})" for r, s in zip(left_out["rank"], left_out["step"])
+    )
+    notes.append(
+        f"step(s) {listed} hold no task of their rank: left out (the trace ends in them or "
+        "lists their work elsewhere; their utilization would read 0%)"
+    )
+    return steps.loc[~empty].reset_index(drop=True)
 
 
 def _unique(lines: Iterable[str]) -> list[str]:
