@@ -522,7 +522,8 @@ def _build_tasks(
     device = _ns(raw["device_id"], db, "TASK.deviceId", rows, limit=_MAX_ID)
     has_info = raw["has_compute_info"].fillna(0).astype(bool)
     is_comm_task = raw["is_comm_task"].fillna(0).astype(bool)
-    task_type = _text(raw["task_type"]).fillna("taskType " + raw["task_type_id"].astype(str))
+    unnamed = raw["task_type_id"].map(lambda v: f"taskType {_decoded(v)}").astype(object)
+    task_type = _text(raw["task_type"]).fillna(unnamed)
 
     # MIX parents: no operator info, same (device, stream, task id, connection) as a sub-task
     # that has it.

@@ -20,12 +20,16 @@ import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.common import concat_frames
+from perfgate.intervals import union_length
 from perfgate.marks import STEP_MARKS_NOTE, read_step_marks
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     NO_STEP_MARKS_NOTE,
+    SOURCE_COLUMN,
+    SOURCE_ROW,
     STEP_COLUMNS,
     Profile,
+    SourceFile,
     TimeBase,
     empty_steps,
     empty_tasks,
@@ -96,6 +100,7 @@ def assemble(
     merged["time_origin_us"] = time_origin_us
     if steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
+    tagged_work = _busy_per_tagged_step(tasks)
     profile = Profile(
         source=source,
         path=str(path),
@@ -105,10 +110,112 @@ def assemble(
         notes=all_notes,
         op_statistic=op_statistic,
     )
+    _check_steps_hold_their_tasks(steps, tagged_work)
     profile.steps = _without_empty_steps(profile, all_notes)
+    _note_stream_overlaps(profile.tasks, all_notes)
     if profile.steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
     return profile
+
+
+# A step's tasks may keep the device busy this much longer than the profiler says the step
+# lasted (its own rounding) before the two files contradict each other.
+_STEP_SLACK = 0.01
+_STEP_SLACK_US = 1.0
+
+
+def _busy_per_tagged_step(tasks: pd.DataFrame) -> dict[tuple[int, int], tuple[float, str]]:
+    """(rank, step) → (µs the union of the tasks the source tagged with the step covers, the
+    file that tagged them), for tasks whose step the source gave (kernel_details.csv Step Id)."""
+    tagged = tasks.loc[tasks["step"].notna()]
+    if tagged.empty:
+        return {}
+    start = pd.to_numeric(tagged["start_us"], errors="coerce").to_numpy(dtype=np.float64)
+    end = start + pd.to_numeric(tagged["dur_us"], errors="coerce").to_numpy(dtype=np.float64)
+    finite = np.isfinite(start) & np.isfinite(end) & (end >= start)
+    busy: dict[tuple[int, int], tuple[float, str]] = {}
+    frame = pd.DataFrame(
+        {"rank": tagged["rank"].to_numpy(), "step": tagged["step"].to_numpy(), "ok": finite}
+    )
+    sources = tagged[SOURCE_COLUMN].to_numpy() if SOURCE_COLUMN in tagged.columns else None
+    for (rank, step), rows in frame.groupby(["rank", "step"], sort=False):
+        try:
+            key = (int(rank), int(step))
+        except (TypeError, ValueError, OverflowError):
+            continue  # not an id: the table check names it
+        positions = rows.index[rows["ok"].to_numpy()].to_numpy()
+        if positions.size == 0:
+            continue
+        where = sources[positions[0]] if sources is not None else None
+        busy[key] = (
+            union_length(start[positions], end[positions]),
+            where.path if isinstance(where, SourceFile) else "",
+        )
+    return busy
+
+
+def _check_steps_hold_their_tasks(
+    steps: pd.DataFrame, busy: Mapping[tuple[int, int], tuple[float, str]]
+) -> None:
+    """A step the profiler gave a length but no window (step_trace_time.csv: the sum of its
+    breakdown) cannot be shorter than the time the tasks tagged with it keep the device busy
+    (kernel_details.csv Step Id): two files of the export contradict each other, and every
+    share of the step would be wrong (docs/formats.md §12)."""
+    if not busy or steps.empty or not all(c in steps.columns for c in BREAKDOWN_COLUMNS):
+        return
+    table = steps.reset_index(drop=True)
+    parts = table[list(BREAKDOWN_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    length = parts.sum(axis=1, min_count=len(BREAKDOWN_COLUMNS)).to_numpy(dtype=np.float64)
+    no_window = table["start_us"].isna().to_numpy() | table["end_us"].isna().to_numpy()
+    for position in np.flatnonzero(no_window & np.isfinite(length)):
+        try:
+            key = (int(table["rank"].iloc[position]), int(table["step"].iloc[position]))
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if key not in busy:
+            continue
+        covered, tasks_file = busy[key]
+        if covered <= length[position] * (1 + _STEP_SLACK) + _STEP_SLACK_US:
+            continue
+        source = table[SOURCE_COLUMN].iloc[position] if SOURCE_COLUMN in table.columns else None
+        row = table[SOURCE_ROW].iloc[position] if SOURCE_ROW in table.columns else None
+        where = f"data row {int(row)}: " if row is not None and not pd.isna(row) else ""
+        raise ProfileError(
+            source.path if isinstance(source, SourceFile) else tasks_file or "",
+            f"{where}step {key[1]} of rank {key[0]} lasts {length[position]:.3f} µs "
+            f"(the sum of its breakdown) but its tasks in {Path(tasks_file).name or 'the tasks'} "
+            f"keep the device busy {covered:.3f} µs",
+            column=source.header("step") if isinstance(source, SourceFile) else "step",
+            expected="a step at least as long as the device work tagged with it",
+        )
+
+
+def _note_stream_overlaps(tasks: pd.DataFrame, notes: list[str]) -> None:
+    """A note when tasks of one stream overlap: a stream runs its tasks one after another, so
+    the export lists a task twice (under different ids) or misnames a stream. Operator times
+    then add up to more than the device was busy, and a share may pass 100%."""
+    if "stream" not in tasks.columns or tasks.empty:
+        return
+    known = tasks.loc[tasks["stream"].notna(), ["rank", "stream", "start_us", "dur_us"]]
+    if len(known) < 2:
+        return
+    ordered = known.assign(stream=known["stream"].astype(str)).sort_values(
+        ["rank", "stream", "start_us"], kind="stable"
+    )
+    start = ordered["start_us"].to_numpy(dtype=np.float64)
+    end = start + ordered["dur_us"].to_numpy(dtype=np.float64)
+    same = (ordered["rank"].to_numpy()[1:] == ordered["rank"].to_numpy()[:-1]) & (
+        ordered["stream"].to_numpy()[1:] == ordered["stream"].to_numpy()[:-1]
+    )
+    running_end = ordered.assign(end=end).groupby(["rank", "stream"], sort=False)["end"].cummax()
+    overlap = np.where(same, running_end.to_numpy()[:-1] - start[1:], 0.0)
+    overlapping = overlap > _STEP_SLACK_US
+    if overlapping.any():
+        notes.append(
+            f"{int(overlapping.sum())} task(s) overlap an earlier task of their stream (by up "
+            f"to {overlap.max():.3f} µs): tasks listed twice or streams misnamed; operator "
+            "times may add up to more than the device was busy"
+        )
 
 
 def _checked_statistic(
