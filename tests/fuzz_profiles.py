@@ -639,12 +639,12 @@ def run_inspect(path: Path, *, timeout_s: int = TIMEOUT_S, memory: int = MEMORY_
 # Canonical column names a user never sees in a file: an error naming one is vague.
 _INTERNAL_COLUMN = re.compile(
     r"column '(rank|step|op_type|core|category|start_us|end_us|dur_us|computing_us|"
-    r"comm_not_overlapped_us|free_us|preparing_us|count|total_us|task_id|stream)'"
+    r"comm_not_overlapped_us|free_us|preparing_us|count|total_us)'"
 )
 _RATIOS = ("utilization", "copy_ratio", "comm_ratio", "free_ratio")
 _TIMES = ("step_time_us", "computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
 _TOLERANCE = 1e-6
-_OVERLAP_NOTE = "overlap an earlier task of their stream"
+_OVERLAP_NOTE = "overlap an earlier task of"
 
 
 def judge(path: Path, rc: int, stdout: str, stderr: str) -> Outcome:
@@ -699,7 +699,10 @@ def physics_problems(stdout: str) -> list[str]:
         for key in ("median", "mean", "min", "max"):
             if _bad_number(stats.get(key), ratio=name in _RATIOS):
                 problems.append(f"metrics.{name}.{key} = {stats.get(key)}")
-    has_operators = bool(doc.get("operators"))
+    # A step whose only tasks are "other" (no compute, copy or comm) is idle by definition.
+    has_operators = bool(doc.get("operators")) and all(
+        op.get("category") != "other" for op in doc.get("operators", [])
+    )
     for row in doc.get("per_step", []):
         step = row.get("step")
         for key in (*_TIMES, "copy_us"):

@@ -29,7 +29,7 @@ from perfgate.ingest import load_profile
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the cases run in forked children")
 
 # Cases per reader in CI: about 30 s of the suite on 2 cores.
-CI_CASES = {"torch_npu": 120, "msprof": 60, "ascend_db": 100, "chrome_trace": 100}
+CI_CASES = {"torch_npu": 100, "msprof": 50, "ascend_db": 80, "chrome_trace": 80}
 READERS = {
     "torch_npu": ("torch_npu text", "cluster_step_trace"),
     "msprof": ("msprof text",),

@@ -191,31 +191,33 @@ def _check_steps_hold_their_tasks(
 
 
 def _note_stream_overlaps(tasks: pd.DataFrame, notes: list[str]) -> None:
-    """A note when tasks of one stream overlap: a stream runs its tasks one after another, so
-    the export lists a task twice (under different ids) or misnames a stream. Operator times
-    then add up to more than the device was busy, and a share may pass 100%."""
-    if "stream" not in tasks.columns or tasks.empty:
-        return
-    known = tasks.loc[tasks["stream"].notna(), ["rank", "stream", "start_us", "dur_us"]]
-    if len(known) < 2:
-        return
-    ordered = known.assign(stream=known["stream"].astype(str)).sort_values(
-        ["rank", "stream", "start_us"], kind="stable"
-    )
-    start = ordered["start_us"].to_numpy(dtype=np.float64)
-    end = start + ordered["dur_us"].to_numpy(dtype=np.float64)
-    same = (ordered["rank"].to_numpy()[1:] == ordered["rank"].to_numpy()[:-1]) & (
-        ordered["stream"].to_numpy()[1:] == ordered["stream"].to_numpy()[:-1]
-    )
-    running_end = ordered.assign(end=end).groupby(["rank", "stream"], sort=False)["end"].cummax()
-    overlap = np.where(same, running_end.to_numpy()[:-1] - start[1:], 0.0)
-    overlapping = overlap > _STEP_SLACK_US
-    if overlapping.any():
-        notes.append(
-            f"{int(overlapping.sum())} task(s) overlap an earlier task of their stream (by up "
-            f"to {overlap.max():.3f} µs): tasks listed twice or streams misnamed; operator "
-            "times may add up to more than the device was busy"
+    """A note when tasks overlap an earlier task of their stream, or of their name.
+
+    A stream runs its tasks one after another, and a kernel rarely runs concurrently with
+    itself: the export lists a task twice (e.g. under task ids or streams two files disagree
+    on) or misnames a stream. Operator times then add up to more than the device was busy,
+    and an operator's share of the step may pass 100%: the note says why.
+    """
+    for key, what in (("stream", "their stream"), ("name", "the same name")):
+        if key not in tasks.columns or len(tasks) < 2:
+            continue
+        known = tasks.loc[tasks[key].notna(), ["rank", key, "start_us", "dur_us"]]
+        ordered = known.assign(key=known[key].astype(str)).sort_values(
+            ["rank", "key", "start_us"], kind="stable"
         )
+        start = ordered["start_us"].to_numpy(dtype=np.float64)
+        end = start + ordered["dur_us"].to_numpy(dtype=np.float64)
+        ranks, keys = ordered["rank"].to_numpy(), ordered["key"].to_numpy()
+        same = (ranks[1:] == ranks[:-1]) & (keys[1:] == keys[:-1])
+        running = ordered.assign(end=end).groupby(["rank", "key"], sort=False)["end"].cummax()
+        overlap = np.where(same, running.to_numpy()[:-1] - start[1:], 0.0)
+        overlapping = overlap > _STEP_SLACK_US
+        if overlapping.any():
+            notes.append(
+                f"{int(overlapping.sum())} task(s) overlap an earlier task of {what} (by up "
+                f"to {overlap.max():.3f} µs): tasks listed twice, or streams misnamed; "
+                "operator times may add up to more than the device was busy"
+            )
 
 
 def _checked_statistic(
