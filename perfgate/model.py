@@ -406,10 +406,8 @@ def _check_ids(
         )
         if missing.any() or bad.any():
             at = _first(missing | bad)
-            shown = "no value" if missing[at] else f"{cells.iloc[at]!r}"
-            raise where.error(
-                at, column, f"{column} {shown}", "an integer id within the int64 range"
-            )
+            problem = "no value" if missing[at] else f"holds {cells.iloc[at]!r}"
+            raise where.error(at, column, problem, "an integer id within the int64 range")
 
 
 def _check_times(
