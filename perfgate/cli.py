@@ -536,7 +536,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     analysis = analyze(profile)
     if args.format == "json":
         top = args.top if args.top_given else None
-        text = json.dumps(inspect_document(profile, analysis, top=top), indent=2) + "\n"
+        document = inspect_document(profile, analysis, top=top)
+        # Strict JSON: a NaN or an infinity here is a bug, never "NaN" in the output.
+        text = json.dumps(document, indent=2, allow_nan=False) + "\n"
     elif args.format == "md":
         text = render_markdown(profile, analysis, top=args.top)
     else:

@@ -11,6 +11,7 @@ and the time base.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -298,47 +299,286 @@ def empty_steps() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _STEP_DTYPES.items()})
 
 
-def normalize_tasks(tasks: pd.DataFrame, source: str | Path) -> pd.DataFrame:
+# --------------------------------------------------------------------------- provenance
+
+SOURCE_COLUMN = "_source"
+"""Helper column a reader may add to its tables: the :class:`SourceFile` each row came from."""
+SOURCE_ROW = "_source_row"
+"""Helper column: the row's number in its file (data row, table row, trace event), from 1."""
+PROVENANCE_COLUMNS = (SOURCE_COLUMN, SOURCE_ROW)
+
+MAX_TIME_US = 2**62 // NS_PER_US
+"""The largest time or duration (µs) a profile may hold: 2**62 ns, 146 years, so that a time,
+a duration and the difference of two times all fit the int64 nanoseconds the readers compute
+in (epoch ns of today are 1.8e18, a quarter of that range)."""
+MAX_DURATION_US = 24 * 3600 * 10**6
+"""No device task, step or part of a step lasts a day: a longer duration is a broken value."""
+MAX_ID = 2**63 - 1
+"""Ranks, steps and counts are int64."""
+
+
+@dataclass(frozen=True, eq=False)
+class SourceFile:
+    """Where rows of a canonical table come from, so that a value that breaks physics is
+    reported at its file, row and column (docs/formats.md §12).
+
+    Attributes:
+        path: the file.
+        headers: canonical column → the column as the file spells it (``Duration(us)``,
+            ``TASK.endNs``, ``dur``); ``duration`` names what a step's length comes from when
+            it is not its end (``Iteration Time(us)``).
+        row: how the file counts its rows (``data row``, ``TASK row``, ``trace event #``).
+    """
+
+    path: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    row: str = "data row"
+
+    def header(self, column: str) -> str:
+        return self.headers.get(column, column)
+
+    def renamed(self, **headers: str) -> SourceFile:
+        """The same file with more (or other) column headers."""
+        return SourceFile(self.path, {**self.headers, **headers}, self.row)
+
+
+def with_source(
+    table: pd.DataFrame, source: SourceFile, rows: npt.ArrayLike | None = None
+) -> pd.DataFrame:
+    """``table`` with the provenance columns set: every row from ``source``, numbered ``rows``
+    (default: 1, 2, … in table order). Modifies and returns ``table``."""
+    table[SOURCE_COLUMN] = pd.Series([source] * len(table), index=table.index, dtype=object)
+    numbers = np.arange(1, len(table) + 1) if rows is None else np.asarray(rows)
+    table[SOURCE_ROW] = pd.array(numbers, dtype="Int64")
+    return table
+
+
+def provenance_columns(table: pd.DataFrame) -> list[str]:
+    """The provenance columns ``table`` has (to keep them through a column selection)."""
+    return [c for c in PROVENANCE_COLUMNS if c in table.columns]
+
+
+class _Where:
+    """Names the file, row and column of a table's row for an error message."""
+
+    def __init__(self, table: pd.DataFrame, fallback: str | Path) -> None:
+        self.table = table
+        self.fallback = str(fallback)
+
+    def error(self, position: int, column: str, problem: str, expected: str | None) -> ProfileError:
+        source = None
+        row = None
+        if SOURCE_COLUMN in self.table.columns:
+            found = self.table[SOURCE_COLUMN].iloc[position]
+            source = found if isinstance(found, SourceFile) else None
+        if source is not None and SOURCE_ROW in self.table.columns:
+            number = self.table[SOURCE_ROW].iloc[position]
+            row = None if pd.isna(number) else int(number)
+        if source is None:
+            return ProfileError(self.fallback, problem, column=column, expected=expected)
+        where = f"{source.row} {row}: " if row is not None else ""
+        if source.row.endswith("#") and row is not None:
+            where = f"{source.row}{row}: "
+        return ProfileError(
+            source.path, where + problem, column=source.header(column), expected=expected
+        )
+
+
+def _first(mask: npt.NDArray[np.bool_]) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_ids(
+    table: pd.DataFrame, columns: tuple[str, ...], where: _Where, *, required: tuple[str, ...]
+) -> None:
+    """Integer columns (rank, step, count): integers within int64, present where required."""
+    for column in columns:
+        if column not in table.columns:
+            continue
+        cells = table[column]
+        if isinstance(cells.dtype, np.dtype) and cells.dtype.kind in "iu":
+            continue  # already int64: in range by construction
+        values = pd.to_numeric(cells, errors="coerce").astype("float64").to_numpy()
+        present = cells.notna().to_numpy()
+        missing = ~present if column in required else np.zeros(len(values), dtype=bool)
+        bad = present & ~(
+            np.isfinite(values) & (np.abs(values) < float(MAX_ID)) & (np.floor(values) == values)
+        )
+        if missing.any() or bad.any():
+            at = _first(missing | bad)
+            problem = "no value" if missing[at] else f"holds {cells.iloc[at]!r}"
+            raise where.error(at, column, problem, "an integer id within the int64 range")
+
+
+def _check_times(
+    table: pd.DataFrame,
+    columns: tuple[str, ...],
+    where: _Where,
+    *,
+    durations: tuple[str, ...] = (),
+    required: tuple[str, ...] = (),
+    origin_us: int = 0,
+) -> None:
+    """Times and durations (µs): finite and within the int64-ns clock; durations ≥ 0 and
+    shorter than :data:`MAX_DURATION_US`; times of an epoch clock (``origin_us`` is
+    :data:`EPOCH_ORIGIN_US`) no earlier than :data:`EPOCH_SIZED_US` (2001)."""
+    for column in columns:
+        if column not in table.columns:
+            continue
+        values = table[column].to_numpy(dtype=np.float64, na_value=np.nan)
+        known = ~np.isnan(values)
+        if column in required and not known.all():
+            at = _first(~known)
+            raise where.error(at, column, "no value", "µs in every row")
+        infinite = known & ~(np.abs(values) <= MAX_TIME_US)
+        if infinite.any():
+            at = _first(infinite)
+            raise where.error(
+                at,
+                column,
+                f"{values[at]:g} µs is no time a profiler records",
+                f"a finite number of µs, at most {MAX_TIME_US:.3g} (int64 ns)",
+            )
+        if column in durations:
+            negative = known & (values < 0)
+            if negative.any():
+                at = _first(negative)
+                raise where.error(
+                    at, column, f"negative duration ({values[at]:g} µs)", "a duration >= 0"
+                )
+            _check_duration(values, known, column, where)
+        elif origin_us == EPOCH_ORIGIN_US:
+            early = known & (values < EPOCH_SIZED_US - EPOCH_ORIGIN_US)
+            if early.any():
+                at = _first(early)
+                raise where.error(
+                    at,
+                    column,
+                    f"a time stamp before 2001 ({values[at] + EPOCH_ORIGIN_US:.0f} µs since "
+                    "1970) among epoch time stamps",
+                    "a time of the profile's clock (epoch µs)",
+                )
+
+
+def _check_duration(
+    values: npt.NDArray[np.float64], known: npt.NDArray[np.bool_], column: str, where: _Where
+) -> None:
+    long = known & (values > MAX_DURATION_US)
+    if long.any():
+        at = _first(long)
+        raise where.error(
+            at,
+            column,
+            f"a duration of {values[at] / 3.6e9:.4g} h",
+            "a duration of less than a day",
+        )
+
+
+def normalize_tasks(tasks: pd.DataFrame, source: str | Path, origin_us: int = 0) -> pd.DataFrame:
     """Check a reader's tasks table against the contract and coerce the dtypes.
 
+    The values must be physically possible: ranks and steps int64 ids, start times finite,
+    durations finite and >= 0, all within the int64-ns clock (:data:`MAX_TIME_US`). A
+    violation names the file, row and column the value came from when the reader recorded
+    them (:data:`SOURCE_COLUMN`, :data:`SOURCE_ROW`), else ``source`` and the canonical column. The
+    provenance columns are dropped.
+
     Raises:
-        ProfileError: naming ``source`` and the column, when a required column is missing,
-            a category is outside :data:`CATEGORIES`, or a duration is negative or missing.
+        ProfileError: a required column is missing, a category is outside
+            :data:`CATEGORIES`, or a value breaks the checks above.
     """
     _require_columns(tasks, TASK_COLUMNS, source, "task")
-    out = _check_categories(tasks.astype(_TASK_DTYPES), source, "task")
-    if out["dur_us"].isna().any() or (out["dur_us"] < 0).any():
-        raise ProfileError(
-            source, "missing or negative task duration", column="dur_us", expected="µs >= 0"
-        )
-    if out["start_us"].isna().any():
-        raise ProfileError(source, "missing task start time", column="start_us")
+    where = _Where(tasks.reset_index(drop=True), source)
+    _check_ids(where.table, ("rank", "step"), where, required=("rank",))
+    _check_times(
+        where.table,
+        ("start_us", "dur_us"),
+        where,
+        durations=("dur_us",),
+        required=("start_us", "dur_us"),
+        origin_us=origin_us,
+    )
+    out = where.table.drop(columns=provenance_columns(tasks))
+    out = _check_categories(out.astype(_TASK_DTYPES), source, "task")
     return out.reset_index(drop=True)
 
 
-def normalize_steps(steps: pd.DataFrame, source: str | Path) -> pd.DataFrame:
-    """Check a reader's steps table against the contract and coerce the dtypes."""
+def normalize_steps(steps: pd.DataFrame, source: str | Path, origin_us: int = 0) -> pd.DataFrame:
+    """Check a reader's steps table against the contract and coerce the dtypes.
+
+    Ranks and steps are int64 ids; a window (``start_us``/``end_us``, NaN when the source
+    gives none) is finite, within the clock, and ends no earlier than it starts; breakdown
+    columns are finite durations >= 0 (NaN: not given). Violations are named as in
+    :func:`normalize_tasks`.
+    """
     _require_columns(steps, STEP_COLUMNS, source, "step")
+    where = _Where(steps.reset_index(drop=True), source)
+    table = where.table
+    _check_ids(table, ("rank", "step"), where, required=("rank", "step"))
+    breakdown = tuple(c for c in BREAKDOWN_COLUMNS if c in table.columns)
+    _check_times(
+        table,
+        ("start_us", "end_us", *breakdown),
+        where,
+        durations=breakdown,
+        origin_us=origin_us,
+    )
+    start = table["start_us"].to_numpy(dtype=np.float64, na_value=np.nan)
+    end = table["end_us"].to_numpy(dtype=np.float64, na_value=np.nan)
+    backwards = end < start
+    if backwards.any():
+        at = _first(backwards)
+        column = "duration" if "duration" in _headers(table, at) else "end_us"
+        raise where.error(
+            at,
+            column,
+            f"step ends {start[at] - end[at]:g} µs before it starts",
+            "an end no earlier than the start",
+        )
+    span = end - start
+    long = ~np.isnan(span) & (span > MAX_DURATION_US)
+    if long.any():
+        at = _first(long)
+        column = "duration" if "duration" in _headers(table, at) else "end_us"
+        raise where.error(
+            at, column, f"a step of {span[at] / 3.6e9:.4g} h", "a step of less than a day"
+        )
     dtypes = dict(_STEP_DTYPES)
-    dtypes.update({c: "float64" for c in BREAKDOWN_COLUMNS if c in steps.columns})
-    out = steps.astype(dtypes)
+    dtypes.update({c: "float64" for c in breakdown})
+    out = table.drop(columns=provenance_columns(table)).astype(dtypes)
     if "warmup" in out.columns:
         out["warmup"] = out["warmup"].fillna(False).astype(bool)
     if out.duplicated(["rank", "step"]).any():
-        dup = out.loc[out.duplicated(["rank", "step"]), ["rank", "step"]].iloc[0]
-        raise ProfileError(
-            source,
+        position = _first(out.duplicated(["rank", "step"]).to_numpy())
+        dup = out.iloc[position]
+        raise where.error(
+            position,
+            "step",
             f"step {dup['step']} of rank {dup['rank']} appears twice",
-            column="step",
-            expected="one row per (rank, step)",
+            "one row per (rank, step)",
         )
     return out.sort_values(["rank", "step"]).reset_index(drop=True)
 
 
+def _headers(table: pd.DataFrame, position: int) -> Mapping[str, str]:
+    if SOURCE_COLUMN not in table.columns:
+        return {}
+    source = table[SOURCE_COLUMN].iloc[position]
+    return source.headers if isinstance(source, SourceFile) else {}
+
+
 def normalize_op_statistic(table: pd.DataFrame, source: str | Path) -> pd.DataFrame:
-    """Check a reader's op_statistic table against the contract and coerce the dtypes."""
+    """Check a reader's op_statistic table against the contract and coerce the dtypes
+    (``count`` an int64 >= 0, ``total_us`` a finite duration >= 0)."""
     _require_columns(table, OP_STATISTIC_COLUMNS, source, "op_statistic")
-    out = table[list(OP_STATISTIC_COLUMNS)].astype(_OP_STATISTIC_DTYPES)
+    where = _Where(table.reset_index(drop=True), source)
+    _check_ids(where.table, ("rank", "count"), where, required=("rank", "count"))
+    counts = pd.to_numeric(where.table["count"], errors="coerce").to_numpy(dtype=np.float64)
+    if (counts < 0).any():
+        at = _first(counts < 0)
+        raise where.error(at, "count", f"count {counts[at]:g}", "a count >= 0")
+    _check_times(where.table, ("total_us",), where, durations=("total_us",), required=("total_us",))
+    out = where.table[list(OP_STATISTIC_COLUMNS)].astype(_OP_STATISTIC_DTYPES)
     return _check_categories(out, source, "operator").reset_index(drop=True)
 
 
@@ -399,8 +639,9 @@ class Profile:
     op_statistic: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
-        self.tasks = normalize_tasks(self.tasks, self.path)
-        self.steps = normalize_steps(self.steps, self.path)
+        origin = int(self.metadata.get("time_origin_us", 0))
+        self.tasks = normalize_tasks(self.tasks, self.path, origin)
+        self.steps = normalize_steps(self.steps, self.path, origin)
         if self.op_statistic is not None:
             self.op_statistic = normalize_op_statistic(self.op_statistic, self.path)
         self.metadata.setdefault("task_basis", DEVICE_TASKS)

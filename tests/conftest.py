@@ -1,4 +1,5 @@
-"""What many test files share: pytester, and throwaway git repositories built one way."""
+"""What many test files share: pytester, throwaway git repositories built one way, and the
+``--fuzz`` option (the mutation fuzzing of the readers at length, tests/test_fuzz_readers.py)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,17 @@ def git_repo(tmp_path: Path) -> Iterator[GitRepo]:
 def needs_torch() -> None:
     """Skip a test that runs a torch benchmark where torch is not installed."""
     pytest.importorskip("torch", reason="the benchmark under test runs torch")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz",
+        action="store",
+        type=int,
+        nargs="?",
+        const=1000,
+        default=None,
+        metavar="CASES",
+        help="fuzz every reader with CASES random mutations (default 1000) instead of the "
+        "CI suite's fixed cases (tests/test_fuzz_readers.py)",
+    )

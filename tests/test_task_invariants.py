@@ -43,7 +43,7 @@ COPIES_PER_STEP = {
     "pytorch_db_level1_rank0_ascend_pt": 24,  # TASK: 24 MEMCPY_ASYNC rows
     "trace_view.json": 2,  # two MEMCPY_ASYNC events inside ProfilerStep#1
     "benchmark_result_2869224_1695835535_trace.json.gz": 16,  # 16 gpu_memcpy
-    "mi250_minitoy_train_ROCm6_2_kineto.json.gz": 1,
+    "mi250_minitoy_train_ROCm6_2_kineto.json.gz": 2,  # both HtoD in step 1, step 2 left out
     "sampled_rank-0.json.gz": 20,  # 40 gpu_memcpy over 2 steps
     "sampled_rank-1.json.gz": 20,
 }

@@ -26,7 +26,15 @@ import pandas as pd
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import categorize, op_type_from_name
 from perfgate.ingest.common import strip_shape_quotes
-from perfgate.model import BREAKDOWN_COLUMNS, OP_STATISTIC_COLUMNS, TimeBase
+from perfgate.model import (
+    BREAKDOWN_COLUMNS,
+    MAX_ID,
+    OP_STATISTIC_COLUMNS,
+    SourceFile,
+    TimeBase,
+    provenance_columns,
+    with_source,
+)
 
 # ``name``: a name or type, where ``N/A`` is a value (kept as written; only an empty cell is
 # missing); ``text``: other text (ids, shapes), where ``N/A`` means unknown; ``time``: an
@@ -131,7 +139,9 @@ def read_csv_columns(
 ) -> pd.DataFrame:
     """Read ``columns`` of the CSV at ``path`` into a DataFrame with the canonical names.
 
-    Returns one column per found :class:`CsvColumn`, named ``canonical``: ``name`` columns as
+    Returns one column per found :class:`CsvColumn`, named ``canonical``, and the provenance
+    columns (:func:`~perfgate.model.with_source`: this file, its data row numbers and each
+    column's header, so that a check further on names them): ``name`` columns as
     object (stripped, ``N/A`` kept, empty → NaN), ``text`` as object (stripped, ``N/A``/empty →
     NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
     float64 µs since ``clock``'s origin (a new :class:`~perfgate.model.TimeBase` when none is
@@ -177,7 +187,10 @@ def read_csv_columns(
     clock = clock if clock is not None else TimeBase()
     for column in found:
         out[column.canonical] = _convert(path, raw[column.header], column, clock)
-    return out
+    headers = {c.canonical: c.header for c in found}
+    if "device_id" in headers:
+        headers["rank"] = headers["device_id"]
+    return with_source(out, SourceFile(str(path), headers))
 
 
 def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -> pd.Series:
@@ -206,10 +219,10 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     missing = empty | (placeholder & (not column.value_required))
     bad = numbers.isna() & ~missing
     if column.kind == "int":
-        bad |= numbers.notna() & (numbers != numbers.round())
+        bad |= numbers.notna() & ~((numbers == numbers.round()) & (numbers.abs() < float(MAX_ID)))
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
-        kind = "an integer" if column.kind == "int" else "a number"
+        kind = "an integer within the int64 range" if column.kind == "int" else "a number"
         raise ProfileError(
             path,
             f"data row {row + 1} holds {text.iloc[row].strip()!r}",
@@ -316,4 +329,6 @@ def read_op_statistic(path: Path, rank: int | None = None) -> pd.DataFrame:
         index=raw.index,
     )
     out["category"] = categorize(out["core"], out["op_type"])
-    return out[list(OP_STATISTIC_COLUMNS)].astype({"rank": "int64"})
+    for column in provenance_columns(raw):
+        out[column] = raw[column]
+    return out[[*OP_STATISTIC_COLUMNS, *provenance_columns(raw)]].astype({"rank": "int64"})

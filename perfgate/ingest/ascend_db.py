@@ -34,12 +34,16 @@ from perfgate.ingest.common import strip_shape_quotes
 from perfgate.intervals import FloatArray, clip, merge
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
+    MAX_TIME_US,
     NO_STEP_MARKS_NOTE,
     NS_PER_US,
+    SOURCE_COLUMN,
     Category,
     Profile,
+    SourceFile,
     TimeBase,
     empty_steps,
+    with_source,
 )
 
 MSPROF_DB_GLOB = "msprof_*.db"
@@ -56,7 +60,7 @@ _NOT_PROFILES = frozenset({"analysis.db", "cluster_analysis.db", "communication_
 _NO_VALUE = frozenset({"", "N/A", "NULL"})
 # An MSTX range whose message names a step: "step 3", "Step#3", "ProfilerStep#3",
 # "perfgate step 3".
-_STEP_MARK = re.compile(r"^(?:perfgate[\s_:-]*)?(?:ProfilerStep#|step[\s_#:-]*)(\d+)$", re.I)
+_STEP_MARK = re.compile(r"^(?:perfgate[\s_:-]*)?(?:ProfilerStep#|step[\s_#:-]*)(\d{1,18})$", re.I)
 _MSTX_RANGE = 2  # ENUM_MSTX_EVENT_TYPE: 2 = start/end (a range)
 _HCOM_OP_TYPE = re.compile(r"^(hcom_[A-Za-z0-9]+_)")
 # OVERLAP_ANALYSIS.type codes (Ascend-msinsight CommonDefs.h OVERLAP_TYPES).
@@ -67,6 +71,23 @@ _BREAKDOWN_TOLERANCE_US = 1.0
 
 
 IntArray = npt.NDArray[np.int64]
+_MAX_ID = 2**63 - 1
+# Provenance of the canonical rows (docs/formats.md §12): which table, and the columns there.
+_TASK_SOURCE, _COMM_OP_SOURCE, _STEP_SOURCE = "TASK", "COMMUNICATION_OP", "STEP_TIME"
+_SOURCES = {
+    kind: (
+        kind,
+        {
+            "start_us": f"{kind}.startNs",
+            "end_us": f"{kind}.endNs",
+            "dur_us": f"{kind}.endNs",
+            "duration": f"{kind}.endNs",
+            "step": f"{kind}.id",
+            "rank": f"{kind}.deviceId",
+        },
+    )
+    for kind in (_TASK_SOURCE, _COMM_OP_SOURCE, _STEP_SOURCE)
+}
 # Communication (overlapped or not) is not a breakdown column; the sources give it and it is
 # checked against the communication tasks.
 _COMMUNICATION_US = "communication_us"
@@ -231,8 +252,15 @@ def _connect(db: Path) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as e:
         raise ProfileError(db, f"cannot open SQLite database: {e}") from e
+    # Text that is not UTF-8 (a damaged string table) is read with U+FFFD in place of the bad
+    # bytes: a name stays a name, and a number stored so is refused where it is read.
+    conn.text_factory = _decode_text
     with closing(conn):
         yield conn
+
+
+def _decode_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def _query(conn: sqlite3.Connection, db: Path, sql: str, table: str | None) -> pd.DataFrame:
@@ -302,6 +330,7 @@ def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
         return f"t.{column}" if schema.has("TASK", column) else "NULL"
 
     select = [
+        "t.rowid AS source_row",
         "t.startNs AS start_ns",
         "t.endNs AS end_ns",
         "t.deviceId AS device_id",
@@ -363,7 +392,15 @@ def _read_comm_ops(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
     """COMMUNICATION_OP rows: ``start_ns, end_ns, name, op_type, connection_id, device_id``."""
     if not schema.has("COMMUNICATION_OP"):
         return pd.DataFrame(
-            columns=["start_ns", "end_ns", "name", "op_type", "connection_id", "device_id"]
+            columns=[
+                "source_row",
+                "start_ns",
+                "end_ns",
+                "name",
+                "op_type",
+                "connection_id",
+                "device_id",
+            ]
         )
     schema.require("COMMUNICATION_OP", _COMM_OP_COLUMNS, "one row per collective operation")
 
@@ -372,7 +409,8 @@ def _read_comm_ops(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
 
     op_type = "ot.value" if schema.has("COMMUNICATION_OP", "opType") else "NULL"
     sql = (
-        "SELECT op.startNs AS start_ns, op.endNs AS end_ns, n.value AS name, "
+        "SELECT op.rowid AS source_row, op.startNs AS start_ns, op.endNs AS end_ns, "
+        "n.value AS name, "
         f"{op_type} AS op_type, {op_col('connectionId')} AS connection_id, "
         f"{op_col('deviceId')} AS device_id "
         "FROM COMMUNICATION_OP op LEFT JOIN STRING_IDS n ON n.id = op.opName"
@@ -388,36 +426,85 @@ def _rank_map(conn: sqlite3.Connection, schema: _Schema) -> dict[int, int]:
     table = _query(
         conn, schema.db, "SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP"
     )
-    table = table.apply(pd.to_numeric, errors="coerce").dropna()
+    table = _finite_rows(table)
     # Single-process runs write an invalid rank (-1 / 0xFFFFFFFF).
     table = table[(table["rankId"] >= 0) & (table["rankId"] < 2**31 - 1)]
     return {int(d): int(r) for r, d in zip(table["rankId"], table["deviceId"])}
 
 
-def _ns(values: pd.Series, db: Path, column: str) -> pd.Series:
-    """Integer nanoseconds from a column that may hold integers or their text."""
-    numbers = pd.to_numeric(values, errors="coerce")
-    if numbers.isna().any():
-        row = int(np.flatnonzero(numbers.isna().to_numpy())[0])
+_MAX_NS = MAX_TIME_US * NS_PER_US
+
+
+def _finite_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose every cell is a number within the int64-ns clock (others are noise in an
+    auxiliary table: RANK_DEVICE_MAP, OVERLAP_ANALYSIS)."""
+    numbers = table.map(_number_or_none).apply(pd.to_numeric, errors="coerce")
+    keep = (numbers.abs() <= _MAX_NS).all(axis=1)
+    return numbers.loc[keep]
+
+
+def _ns(
+    values: pd.Series, db: Path, column: str, rows: pd.Series | None = None, *, limit: int = _MAX_NS
+) -> pd.Series:
+    """Integer nanoseconds (or ids, with ``limit``) from a column that may hold integers or
+    their text; ``rows`` are the rows' rowids in their table, for the message."""
+    numbers = pd.to_numeric(values.map(_number_or_none), errors="coerce").astype("float64")
+    bad = ~(numbers.abs() <= limit) | (numbers != numbers.round())
+    if bad.any():
+        at = int(np.flatnonzero(bad.to_numpy())[0])
+        row = int(rows.iloc[at]) if rows is not None else at + 1
+        value = values.iloc[at]
+        shown = repr(value) if not isinstance(value, bytes) else f"a {len(value)}-byte blob"
         raise ProfileError(
             db,
-            f"row {row + 1} holds {values.iloc[row]!r}",
+            f"row {row} holds {shown}",
             column=column,
-            expected="integer nanoseconds",
+            expected="integer nanoseconds of a real clock (at most 2**62)"
+            if limit == _MAX_NS
+            else "an integer id",
         )
-    return numbers.astype("int64")
+    # Exact for integers stored as such (float64 parses only pick out the bad ones).
+    exact = pd.to_numeric(values.map(_number_or_none), errors="coerce")
+    return exact.astype("int64") if exact.dtype.kind in "iu" else numbers.astype("int64")
+
+
+def _number_or_none(value: Any) -> Any:
+    """A cell as pandas can parse it: blobs and other objects are no number."""
+    return value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
 
 
 def _id_text(values: pd.Series) -> pd.Series:
-    """Integer ids (stream, task id) as text, None where missing."""
-    ids = pd.to_numeric(values, errors="coerce").round().astype("Int64")
-    return ids.astype(str).astype(object).where(ids.notna(), None)
+    """Integer ids (stream, task id) as text, None where missing; a cell that is no int64 id
+    keeps its own text (it still tells tasks apart)."""
+    numbers = pd.to_numeric(values.map(_number_or_none), errors="coerce").astype("float64")
+    valid = (numbers.abs() < 2**63) & (numbers == numbers.round())
+    text = values.map(_decoded).astype(object)
+    ids = numbers.where(valid, 0).astype("int64").astype(str).astype(object)
+    return ids.where(valid, text.where(text.notna(), None))
+
+
+# msprof writes an id it could not resolve as the number itself (``1.83976461015564e+19``, a
+# 64-bit hash printed as a float): no name (docs/formats.md §6).
+_UNRESOLVED_ID = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 def _text(values: pd.Series) -> pd.Series:
-    """Strings with the export's placeholders (``NULL``, ``N/A``, empty) as missing."""
-    out = values.astype(object)
-    return out.where(~out.isin(_NO_VALUE) & out.notna())
+    """Strings with the export's placeholders (``NULL``, ``N/A``, empty) and unresolved ids
+    (a number where a name should be) as missing; blobs are decoded (UTF-8, invalid bytes
+    replaced)."""
+    out = values.astype(object).map(_decoded)
+    unresolved = out.map(lambda v: isinstance(v, str) and bool(_UNRESOLVED_ID.match(v.strip())))
+    return out.where(~out.isin(_NO_VALUE) & out.notna() & ~unresolved.astype(bool))
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return str(value)
 
 
 def _build_tasks(
@@ -429,12 +516,14 @@ def _build_tasks(
 ) -> tuple[pd.DataFrame, _Busy, list[str]]:
     """The canonical tasks table, the busy intervals a breakdown is checked against, notes."""
     notes: list[str] = []
-    start_ns = _ns(raw["start_ns"], db, "TASK.startNs")
-    end_ns = _ns(raw["end_ns"], db, "TASK.endNs")
-    device = _ns(raw["device_id"], db, "TASK.deviceId")
+    rows = raw["source_row"]
+    start_ns = _ns(raw["start_ns"], db, "TASK.startNs", rows)
+    end_ns = _ns(raw["end_ns"], db, "TASK.endNs", rows)
+    device = _ns(raw["device_id"], db, "TASK.deviceId", rows, limit=_MAX_ID)
     has_info = raw["has_compute_info"].fillna(0).astype(bool)
     is_comm_task = raw["is_comm_task"].fillna(0).astype(bool)
-    task_type = _text(raw["task_type"]).fillna("taskType " + raw["task_type_id"].astype(str))
+    unnamed = raw["task_type_id"].map(lambda v: f"taskType {_decoded(v)}").astype(object)
+    task_type = _text(raw["task_type"]).fillna(unnamed)
 
     # MIX parents: no operator info, same (device, stream, task id, connection) as a sub-task
     # that has it.
@@ -489,6 +578,8 @@ def _build_tasks(
             "input_shapes": shapes.where(has_info),
             "stream": _id_text(raw["stream_id"]),
             "task_id": _id_text(raw["task_id"]),
+            "source": _TASK_SOURCE,
+            "source_row": rows,
         }
     )[~drop.to_numpy()]
 
@@ -514,6 +605,12 @@ def _build_tasks(
             "task_id": tasks["task_id"].astype(object),
         }
     )
+    sources = {
+        kind: SourceFile(str(db), headers, row=f"{table} row")
+        for kind, (table, headers) in _SOURCES.items()
+    }
+    with_source(out, sources[_TASK_SOURCE], tasks["source_row"].to_numpy())
+    out[SOURCE_COLUMN] = tasks["source"].map(sources).to_numpy()
     if raw["input_shapes"].isna().all():
         out = out.drop(columns="input_shapes")
     comm = (out["category"] == Category.COMM.value).to_numpy()
@@ -536,15 +633,17 @@ def _comm_op_tasks(
     db: Path, comm_ops: pd.DataFrame, raw: pd.DataFrame, task_device: pd.Series
 ) -> pd.DataFrame:
     """COMMUNICATION_OP rows as tasks (core ``HCCL``, like the op rows of kernel_details)."""
-    start_ns = _ns(comm_ops["start_ns"], db, "COMMUNICATION_OP.startNs")
-    end_ns = _ns(comm_ops["end_ns"], db, "COMMUNICATION_OP.endNs")
+    rows = comm_ops["source_row"]
+    start_ns = _ns(comm_ops["start_ns"], db, "COMMUNICATION_OP.startNs", rows)
+    end_ns = _ns(comm_ops["end_ns"], db, "COMMUNICATION_OP.endNs", rows)
     name = _text(comm_ops["name"]).fillna("hcom")
     # opType is the collective type (hcom_allReduce_); older exports lack it (or write -1):
     # the same type is the name without its instance numbers.
     op_type = _text(comm_ops["op_type"]).fillna(
         name.map(lambda n: m.group(1) if (m := _HCOM_OP_TYPE.match(n)) else n)
     )
-    device = pd.to_numeric(comm_ops["device_id"], errors="coerce")
+    device = pd.to_numeric(comm_ops["device_id"].map(_number_or_none), errors="coerce")
+    device = device.where(device.abs() < 2**31)  # a device id, else unknown
     if device.isna().any():
         # The op's device is that of the tasks sharing its connectionId.
         by_connection = (
@@ -567,6 +666,8 @@ def _comm_op_tasks(
             "input_shapes": None,
             "stream": None,
             "task_id": None,
+            "source": _COMM_OP_SOURCE,
+            "source_row": rows,
         }
     )
 
@@ -585,12 +686,15 @@ def _read_steps(
     windows = pd.DataFrame(columns=["step", "start_ns", "end_ns"])
     if schema.rows(conn, "STEP_TIME"):
         schema.require("STEP_TIME", ("id", "startNs", "endNs"), "one row per step")
-        table = _query(conn, schema.db, "SELECT id, startNs, endNs FROM STEP_TIME", "STEP_TIME")
+        sql = "SELECT rowid AS source_row, id, startNs, endNs FROM STEP_TIME"
+        table = _query(conn, schema.db, sql, "STEP_TIME")
+        rows = table["source_row"]
         windows = pd.DataFrame(
             {
-                "step": _ns(table["id"], schema.db, "STEP_TIME.id"),
-                "start_ns": _ns(table["startNs"], schema.db, "STEP_TIME.startNs"),
-                "end_ns": _ns(table["endNs"], schema.db, "STEP_TIME.endNs"),
+                "step": _ns(table["id"], schema.db, "STEP_TIME.id", rows, limit=_MAX_ID),
+                "start_ns": _ns(table["startNs"], schema.db, "STEP_TIME.startNs", rows),
+                "end_ns": _ns(table["endNs"], schema.db, "STEP_TIME.endNs", rows),
+                "source_row": rows,
             }
         )
     elif schema.rows(conn, "MSTX_EVENTS"):
@@ -600,16 +704,24 @@ def _read_steps(
     start_ns = windows["start_ns"].to_numpy(dtype=np.int64)
     end_ns = windows["end_ns"].to_numpy(dtype=np.int64)
     start_us, end_us = clock.from_ns(start_ns), clock.from_ns(end_ns)
+    source = SourceFile(str(schema.db), _SOURCES[_STEP_SOURCE][1], row="STEP_TIME row")
+    if "source_row" not in windows.columns:  # MSTX ranges: one step may merge several rows
+        source = SourceFile(str(schema.db), {"end_us": "MSTX_EVENTS.endNs"}, row="MSTX step")
+        windows = windows.assign(source_row=windows["step"])
     frames = [
-        pd.DataFrame(
-            {
-                "rank": np.full(len(windows), rank, dtype=np.int64),
-                "step": windows["step"].to_numpy(dtype=np.int64),
-                "start_us": start_us,
-                "end_us": end_us,
-                "start_ns": start_ns,
-                "end_ns": end_ns,
-            }
+        with_source(
+            pd.DataFrame(
+                {
+                    "rank": np.full(len(windows), rank, dtype=np.int64),
+                    "step": windows["step"].to_numpy(dtype=np.int64),
+                    "start_us": start_us,
+                    "end_us": end_us,
+                    "start_ns": start_ns,
+                    "end_ns": end_ns,
+                }
+            ),
+            source,
+            windows["source_row"].to_numpy(),
         )
         for rank in (ranks or [0])
     ]
@@ -676,8 +788,17 @@ def _add_breakdown(
     if breakdown is None:
         return _public_steps(steps), notes
     merged = steps.merge(breakdown, on=["rank", "step"], how="left")
-    if merged[[_COMMUNICATION_US, *BREAKDOWN_COLUMNS]].isna().any().any():
+    values = merged[[_COMMUNICATION_US, *BREAKDOWN_COLUMNS]].astype("float64")
+    if values.isna().any().any():
         notes.append(f"{origin} does not cover every step: step breakdown left out")
+        return _public_steps(steps), notes
+    impossible = ~((values >= 0) & (values <= MAX_TIME_US))
+    if impossible.any().any():
+        row, column = np.argwhere(impossible.to_numpy())[0]
+        notes.append(
+            f"{origin} gives {values.columns[column]} = {values.iat[row, column]:g} µs in step "
+            f"{merged['step'].iloc[row]}, no possible duration: step breakdown left out"
+        )
         return _public_steps(steps), notes
     for column, label, (device, start, end) in (
         ("computing_us", "Computing", busy.computing),
@@ -713,7 +834,9 @@ def _analysis_db_breakdown(analysis_db: Path, steps: pd.DataFrame) -> pd.DataFra
         schema.require("StepTraceTime", columns, "torch_npu's step breakdown")
         sql = f"SELECT {', '.join(columns)} FROM StepTraceTime"
         table = _query(conn, analysis_db, sql, "StepTraceTime")
-    table = table.apply(pd.to_numeric, errors="coerce").dropna(subset=["step"])
+    table = table.map(_number_or_none).apply(pd.to_numeric, errors="coerce")
+    step = table["step"]
+    table = table.loc[(step.abs() < 2**63) & (step == step.round())]
     per_step = pd.DataFrame(
         {
             "step": table["step"].astype("int64"),
@@ -743,7 +866,7 @@ def _overlap_breakdown(
     )
     sql = "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS"
     table = _query(conn, schema.db, sql, "OVERLAP_ANALYSIS")
-    table = table.apply(pd.to_numeric, errors="coerce").dropna()
+    table = _finite_rows(table)
     if not table["type"].isin([0, 1, 2, 3]).all():
         return None
     rank = table["deviceId"].map(lambda d: rank_of.get(int(d), int(d))).to_numpy()
@@ -835,16 +958,17 @@ def _metadata(
     metadata: dict[str, Any] = {"export_type": "db", "ranks": ranks}
     if schema.has("META_DATA", "name") and schema.has("META_DATA", "value"):
         meta = _query(conn, schema.db, "SELECT name, value FROM META_DATA", "META_DATA")
-        values = {str(n).lower(): v for n, v in zip(meta["name"], meta["value"])}
+        values = {str(_decoded(n)).lower(): v for n, v in zip(meta["name"], meta["value"])}
         for key in ("cann_version", "torch_npu_version"):
             if values.get(key):
-                metadata[key] = str(values[key])
+                metadata[key] = str(_decoded(values[key]))
     if schema.has("NPU_INFO", "id") and schema.has("NPU_INFO", "name"):
         npus = _query(conn, schema.db, "SELECT id, name FROM NPU_INFO", "NPU_INFO").dropna()
+        ids = pd.to_numeric(npus["id"].map(_number_or_none), errors="coerce")
         names = {
-            int(i): str(n)
-            for i, n in zip(pd.to_numeric(npus["id"], errors="coerce"), npus["name"])
-            if pd.notna(i)
+            int(i): str(_decoded(n))
+            for i, n in zip(ids, npus["name"])
+            if pd.notna(i) and abs(i) < 2**31 and i == int(i)
         }
         # NPU_INFO lists every device of the host; the one that ran the tasks is ours.
         for device_id in [*devices, *sorted(names)]:
@@ -852,7 +976,8 @@ def _metadata(
                 metadata["device"] = names[device_id]
                 break
     info, notes = _profiler_info(located)
-    experimental = info.get("config", {}).get("experimental_config", {})
+    config = info.get("config")
+    experimental = config.get("experimental_config") if isinstance(config, dict) else None
     if isinstance(experimental, dict):
         for key, source_key in (
             ("profiler_level", "_profiler_level"),
@@ -876,7 +1001,7 @@ def _profiler_info(located: _Located) -> tuple[dict[str, Any], list[str]]:
         for info_path in sorted(root.glob("profiler_info*.json")):
             try:
                 info = json.loads(info_path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            except (OSError, ValueError, RecursionError) as e:
                 return {}, [f"{info_path} is unreadable ({e}): versions and level not recorded"]
             return (info if isinstance(info, dict) else {}), []
     return {}, []

@@ -15,18 +15,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.common import concat_frames
+from perfgate.intervals import union_length
 from perfgate.marks import STEP_MARKS_NOTE, read_step_marks
 from perfgate.model import (
+    BREAKDOWN_COLUMNS,
     NO_STEP_MARKS_NOTE,
+    SOURCE_COLUMN,
+    SOURCE_ROW,
     STEP_COLUMNS,
     Profile,
+    SourceFile,
     TimeBase,
     empty_steps,
     empty_tasks,
+    normalize_op_statistic,
     rebase_times,
 )
 
@@ -86,21 +93,190 @@ def assemble(
     if tasks.empty and steps.empty and if_empty is not None:
         raise if_empty
     statistics = [p.op_statistic for p in parts if p.op_statistic is not None]
+    op_statistic = _checked_statistic(statistics, path, all_notes)
     merged.update(overrides)
     if "ranks" not in merged:
         merged["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
     merged["time_origin_us"] = time_origin_us
     if steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
-    return Profile(
+    tagged_work = _busy_per_tagged_step(tasks)
+    profile = Profile(
         source=source,
         path=str(path),
         tasks=tasks,
         steps=steps,
         metadata=merged,
         notes=all_notes,
-        op_statistic=concat_frames(statistics) if statistics else None,
+        op_statistic=op_statistic,
     )
+    _check_steps_hold_their_tasks(steps, tagged_work)
+    profile.steps = _without_empty_steps(profile, all_notes)
+    _note_stream_overlaps(profile.tasks, all_notes)
+    if profile.steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
+        all_notes.append(NO_STEP_MARKS_NOTE)
+    return profile
+
+
+# A step's tasks may keep the device busy this much longer than the profiler says the step
+# lasted (its own rounding) before the two files contradict each other.
+_STEP_SLACK = 0.01
+_STEP_SLACK_US = 1.0
+
+
+def _busy_per_tagged_step(tasks: pd.DataFrame) -> dict[tuple[int, int], tuple[float, str]]:
+    """(rank, step) → (µs the union of the tasks the source tagged with the step covers, the
+    file that tagged them), for tasks whose step the source gave (kernel_details.csv Step Id)."""
+    tagged = tasks.loc[tasks["step"].notna()]
+    if tagged.empty:
+        return {}
+    start = pd.to_numeric(tagged["start_us"], errors="coerce").to_numpy(dtype=np.float64)
+    end = start + pd.to_numeric(tagged["dur_us"], errors="coerce").to_numpy(dtype=np.float64)
+    finite = np.isfinite(start) & np.isfinite(end) & (end >= start)
+    busy: dict[tuple[int, int], tuple[float, str]] = {}
+    frame = pd.DataFrame(
+        {"rank": tagged["rank"].to_numpy(), "step": tagged["step"].to_numpy(), "ok": finite}
+    )
+    sources = tagged[SOURCE_COLUMN].to_numpy() if SOURCE_COLUMN in tagged.columns else None
+    for (rank, step), rows in frame.groupby(["rank", "step"], sort=False):
+        try:
+            key = (int(rank), int(step))
+        except (TypeError, ValueError, OverflowError):
+            continue  # not an id: the table check names it
+        positions = rows.index[rows["ok"].to_numpy()].to_numpy()
+        if positions.size == 0:
+            continue
+        where = sources[positions[0]] if sources is not None else None
+        busy[key] = (
+            union_length(start[positions], end[positions]),
+            where.path if isinstance(where, SourceFile) else "",
+        )
+    return busy
+
+
+def _check_steps_hold_their_tasks(
+    steps: pd.DataFrame, busy: Mapping[tuple[int, int], tuple[float, str]]
+) -> None:
+    """A step the profiler gave a length but no window (step_trace_time.csv: the sum of its
+    breakdown) cannot be shorter than the time the tasks tagged with it keep the device busy
+    (kernel_details.csv Step Id): two files of the export contradict each other, and every
+    share of the step would be wrong (docs/formats.md §12)."""
+    if not busy or steps.empty or not all(c in steps.columns for c in BREAKDOWN_COLUMNS):
+        return
+    table = steps.reset_index(drop=True)
+    parts = table[list(BREAKDOWN_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    length = parts.sum(axis=1, min_count=len(BREAKDOWN_COLUMNS)).to_numpy(dtype=np.float64)
+    no_window = table["start_us"].isna().to_numpy() | table["end_us"].isna().to_numpy()
+    for position in np.flatnonzero(no_window & np.isfinite(length)):
+        try:
+            key = (int(table["rank"].iloc[position]), int(table["step"].iloc[position]))
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if key not in busy:
+            continue
+        covered, tasks_file = busy[key]
+        if covered <= length[position] * (1 + _STEP_SLACK) + _STEP_SLACK_US:
+            continue
+        source = table[SOURCE_COLUMN].iloc[position] if SOURCE_COLUMN in table.columns else None
+        row = table[SOURCE_ROW].iloc[position] if SOURCE_ROW in table.columns else None
+        where = f"data row {int(row)}: " if row is not None and not pd.isna(row) else ""
+        raise ProfileError(
+            source.path if isinstance(source, SourceFile) else tasks_file or "",
+            f"{where}step {key[1]} of rank {key[0]} lasts {length[position]:.3f} µs "
+            f"(the sum of its breakdown) but its tasks in {Path(tasks_file).name or 'the tasks'} "
+            f"keep the device busy {covered:.3f} µs",
+            column=source.header("step") if isinstance(source, SourceFile) else "step",
+            expected="a step at least as long as the device work tagged with it",
+        )
+
+
+def _note_stream_overlaps(tasks: pd.DataFrame, notes: list[str]) -> None:
+    """A note when tasks overlap an earlier task of their stream, or of their name.
+
+    A stream runs its tasks one after another, and a kernel rarely runs concurrently with
+    itself: the export lists a task twice (e.g. under task ids or streams two files disagree
+    on) or misnames a stream. Operator times then add up to more than the device was busy,
+    and an operator's share of the step may pass 100%: the note says why.
+    """
+    for key, what in (("stream", "their stream"), ("name", "the same name")):
+        if key not in tasks.columns or len(tasks) < 2:
+            continue
+        known = tasks.loc[tasks[key].notna(), ["rank", key, "start_us", "dur_us"]]
+        ordered = known.assign(key=known[key].astype(str)).sort_values(
+            ["rank", "key", "start_us"], kind="stable"
+        )
+        start = ordered["start_us"].to_numpy(dtype=np.float64)
+        end = start + ordered["dur_us"].to_numpy(dtype=np.float64)
+        ranks, keys = ordered["rank"].to_numpy(), ordered["key"].to_numpy()
+        same = (ranks[1:] == ranks[:-1]) & (keys[1:] == keys[:-1])
+        running = ordered.assign(end=end).groupby(["rank", "key"], sort=False)["end"].cummax()
+        overlap = np.where(same, running.to_numpy()[:-1] - start[1:], 0.0)
+        overlapping = overlap > _STEP_SLACK_US
+        if overlapping.any():
+            notes.append(
+                f"{int(overlapping.sum())} task(s) overlap an earlier task of {what} (by up "
+                f"to {overlap.max():.3f} µs): tasks listed twice, or streams misnamed; "
+                "operator times may add up to more than the device was busy"
+            )
+
+
+def _checked_statistic(
+    statistics: Sequence[pd.DataFrame], path: str | Path, notes: list[str]
+) -> pd.DataFrame | None:
+    """The parts' op_statistic tables as one, checked (docs/formats.md §12); an auxiliary file
+    (§10): a value that breaks the checks becomes a note and the totals are not used."""
+    table = concat_frames(statistics)
+    if table.empty:
+        return None
+    try:
+        return normalize_op_statistic(table, path)
+    except ProfileError as exc:
+        notes.append(f"{exc}; skipped: the profiler's per-operator totals are not used")
+        return None
+
+
+def _without_empty_steps(profile: Profile, notes: list[str]) -> pd.DataFrame:
+    """The profile's steps less the windows in which a rank that has tasks ran none.
+
+    Such a window says nothing about the device: the trace ends in it, or the step was marked
+    on a rank whose device work another file lists. Analysed, it would read as 0% utilization
+    and 100% free (docs/formats.md §12). A step the profiler gave its own breakdown for is
+    kept: the profiler measured it.
+    """
+    steps, tasks = profile.steps, profile.tasks
+    if steps.empty or tasks.empty:
+        return steps
+    window = steps["start_us"].notna() & steps["end_us"].notna()
+    if any(c in steps.columns for c in BREAKDOWN_COLUMNS):
+        given = steps[[c for c in BREAKDOWN_COLUMNS if c in steps.columns]].notna().all(axis=1)
+        window &= ~given
+    if not window.any():
+        return steps
+    empty = np.zeros(len(steps), dtype=bool)
+    untagged = tasks["step"].isna().to_numpy()
+    tagged = tasks.loc[~untagged, ["rank", "step"]].drop_duplicates()
+    tagged_pairs = set(zip(tagged["rank"].tolist(), tagged["step"].tolist()))
+    task_rank = tasks["rank"].to_numpy(dtype=np.int64)
+    task_start = tasks["start_us"].to_numpy(dtype=np.float64)
+    windows = steps.loc[window]
+    for rank, group in windows.groupby("rank"):
+        starts = np.sort(task_start[(task_rank == rank) & untagged])
+        lo = np.searchsorted(starts, group["start_us"].to_numpy(dtype=np.float64), "left")
+        hi = np.searchsorted(starts, group["end_us"].to_numpy(dtype=np.float64), "left")
+        has_tagged = np.array([(rank, s) in tagged_pairs for s in group["step"].tolist()])
+        positions = np.flatnonzero(window.to_numpy())[(windows["rank"] == rank).to_numpy()]
+        empty[positions] = (hi == lo) & ~has_tagged.astype(bool)
+    if not empty.any():
+        return steps
+    left_out = steps.loc[empty]
+    listed = ", ".join(
+        f"{int(s)} (rank {int(r)})" for r, s in zip(left_out["rank"], left_out["step"])
+    )
+    notes.append(
+        f"step(s) {listed} hold no task of their rank: left out (the trace ends in them or "
+        "lists their work elsewhere; their utilization would read 0%)"
+    )
+    return steps.loc[~empty].reset_index(drop=True)
 
 
 def _unique(lines: Iterable[str]) -> list[str]:

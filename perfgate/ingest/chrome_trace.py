@@ -51,10 +51,14 @@ from perfgate.ingest.common import concat_frames
 from perfgate.model import (
     CPU_OPS,
     DEVICE_TASKS,
+    MAX_ID,
+    MAX_TIME_US,
     NS_PER_US,
     Profile,
+    SourceFile,
     TimeBase,
     empty_steps,
+    with_source,
 )
 
 KINETO = "kineto"
@@ -71,6 +75,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # when a big header pushes "traceEvents" past the first few KB.
 _KINETO_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
 
+_MAX_RANK = 2**31 - 1
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _STEP_MARK_CATS = frozenset({"user_annotation", "cpu_op"})
 GPU_EVENT_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -93,6 +98,7 @@ _FIRST_WORK_EVENTS = frozenset({"Computing", "Communication"})
 # Top-level header keys that may carry the torch version (Kineto itself writes none).
 _TORCH_VERSION_KEYS = ("pytorch_version", "torch_version")
 
+_TIME_EXPECTED = f"a finite number of µs, at most {MAX_TIME_US:.3g} (int64 ns)"
 _TRACE_EXPECTED = (
     "a torch.profiler trace (a JSON object with a 'traceEvents' array) or an Ascend "
     "timeline (a JSON array of trace events)"
@@ -192,7 +198,7 @@ def profiler_step_windows(path: Path, *, clock: TimeBase | None = None) -> pd.Da
     """
     path = Path(path)
     trace = _read_trace(path, keep=lambda name: name.startswith("ProfilerStep#"))
-    windows = _step_windows(trace.events)
+    windows = _step_windows(trace.events, path)
     if windows["step"].duplicated().any():
         step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
         raise ProfileError(
@@ -283,6 +289,78 @@ class _Trace:
         return sorted(pid for pid, pname in self.process_names.items() if pname == name)
 
 
+MAX_JSON_DEPTH = 100
+"""How deeply a trace may nest JSON arrays and objects. Kineto and Ascend events nest about
+six levels (``traceEvents`` → event → ``args`` → ``Input Dims`` → shape); a deeper file is
+refused while it streams, before a parser builds the nesting (docs/formats.md §7)."""
+
+_OPEN = np.frombuffer(b"{[", dtype=np.uint8)
+_CLOSE = np.frombuffer(b"}]", dtype=np.uint8)
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+
+
+class _DepthGuard:
+    """A binary file whose bytes are checked, as they are read, for JSON nesting deeper than
+    :data:`MAX_JSON_DEPTH` (brackets inside strings do not count). Vectorised per chunk: the
+    parser reads in chunks, so the check costs a few passes over bytes already in memory."""
+
+    def __init__(self, handle: IO[bytes], path: Path) -> None:
+        self.handle = handle
+        self.path = path
+        self.depth = 0
+        self.in_string = False
+        self.backslashes = 0  # trailing backslashes of the previous chunk, inside a string
+        self.offset = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        if data:
+            self._scan(data)
+        return data
+
+    def _scan(self, data: bytes) -> None:
+        chars = np.frombuffer(data, dtype=np.uint8)
+        n = len(chars)
+        index = np.arange(n)
+        backslash = chars == _BACKSLASH
+        # Length of the run of backslashes just before each byte (a quote after an odd run is
+        # escaped); the run may continue the previous chunk's.
+        last_other = np.maximum.accumulate(np.where(backslash, -1, index))
+        run_before = np.empty(n, dtype=np.int64)
+        run_before[0] = self.backslashes
+        ends_run = index[1:] - 1
+        run_before[1:] = np.where(
+            last_other[:-1] < 0, ends_run + 1 + self.backslashes, ends_run - last_other[:-1]
+        )
+        quote = (chars == _QUOTE) & (run_before % 2 == 0)
+        flips = np.cumsum(quote)
+        # Inside a string: an odd number of real quotes before the byte (and the quotes
+        # themselves do not matter: they are no brackets).
+        inside = (flips - quote + self.in_string) % 2 == 1
+        step = np.isin(chars, _OPEN).astype(np.int64) - np.isin(chars, _CLOSE)
+        step[inside] = 0
+        depth = self.depth + np.cumsum(step)
+        if n and int(depth.max()) > MAX_JSON_DEPTH:
+            at = self.offset + int(np.argmax(depth > MAX_JSON_DEPTH))
+            raise ProfileError(
+                self.path,
+                f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {at})",
+                expected=f"trace events nested at most {MAX_JSON_DEPTH} levels deep",
+            )
+        self.depth = int(depth[-1]) if n else self.depth
+        self.in_string = bool((int(flips[-1]) + self.in_string) % 2) if n else self.in_string
+        trailing = n - 1 - int(last_other[-1]) if n else 0
+        self.backslashes = trailing + (self.backslashes if trailing == n else 0)
+        self.offset += n
+
+
+@contextmanager
+def _guarded(path: Path) -> Iterator[IO[bytes]]:
+    """:func:`_open` with the nesting checked as the bytes stream (:class:`_DepthGuard`)."""
+    with _open(path) as handle:
+        yield cast(IO[bytes], _DepthGuard(handle, path))
+
+
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
     """The file's bytes, gunzipped when it is gzip (by its magic bytes, not its name)."""
@@ -329,7 +407,7 @@ def _read_trace(path: Path, keep: Callable[[str], bool] | None = None) -> _Trace
         layout, header = _read_layout(path)
         prefix = "traceEvents.item" if layout == "object" else "item"
         columns = _EventColumns(path)
-        with _open(path) as handle:
+        with _guarded(path) as handle:
             for event in ijson.items(handle, prefix):
                 columns.add(event, keep)
     return _Trace(layout, header, columns.frame(), columns.process_names, columns.process_labels)
@@ -343,7 +421,7 @@ def _read_layout(path: Path) -> tuple[Literal["object", "array"], dict[str, Any]
     """
     builder = ijson.ObjectBuilder()
     top_level: str | None = None
-    with _open(path) as handle:
+    with _guarded(path) as handle:
         for prefix, event, value in ijson.parse(handle):
             if prefix == "" and top_level is None:
                 top_level = event
@@ -384,6 +462,7 @@ class _EventColumns:
         self.task_id: list[str | None] = []
         self.task_type: list[str | None] = []
         self.input_shapes: list[str | None] = []
+        self.event: list[int] = []  # each kept event's number in the file (from 1)
         self.process_names: dict[str, str] = {}
         self.process_labels: dict[str, str] = {}
         # One string object per distinct value: traces repeat names and categories a lot.
@@ -413,6 +492,7 @@ class _EventColumns:
             return
         args = event.get("args")
         args = args if isinstance(args, dict) else {}
+        self.event.append(self.seen)
         self.cat.append(self._intern(event.get("cat")))
         self.name.append(name)
         self.pid.append(self._intern(event.get("pid")))
@@ -455,13 +535,24 @@ class _EventColumns:
             number = Decimal(value.strip()) if isinstance(value, str) else Decimal(value)
             if not number.is_finite():
                 raise InvalidOperation
-            return number
         except (InvalidOperation, TypeError, ValueError) as exc:
-            where = f"trace event #{self.seen} ({event.get('name')!r})"
             problem = "missing" if value is None else f"{value!r} is not a number"
-            raise ProfileError(
-                self.path, f"{where}: {problem}", column=key, expected="µs as a number"
-            ) from exc
+            raise self._error(event, key, problem, "µs as a number") from exc
+        # A time beyond int64 nanoseconds (year 2262) is no clock's; a complete event's
+        # duration is never negative (docs/formats.md §12).
+        if abs(number) > MAX_TIME_US:
+            raise self._error(
+                event, key, f"{value!r} µs is no time a profiler records", _TIME_EXPECTED
+            )
+        if key == "dur" and number < 0:
+            raise self._error(event, key, f"negative duration {value!r}", "a duration >= 0")
+        return number
+
+    def _error(self, event: dict[str, Any], key: str, problem: str, expected: str) -> ProfileError:
+        name = event.get("name")
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+        where = f"trace event #{self.seen} ({shown})"
+        return ProfileError(self.path, f"{where}: {problem}", column=key, expected=expected)
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -480,6 +571,7 @@ class _EventColumns:
                 "task_id": pd.Series(self.task_id, dtype=object),
                 "task_type": pd.Series(self.task_type, dtype=object),
                 "input_shapes": pd.Series(self.input_shapes, dtype=object),
+                "event": pd.Series(self.event, dtype="int64"),
             }
         )
 
@@ -496,16 +588,30 @@ def _shapes_text(dims: list[Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _step_windows(events: pd.DataFrame) -> pd.DataFrame:
-    """``ProfilerStep#N`` host events → columns ``step`` (int), ``start_ns``, ``end_ns``."""
+def _step_windows(events: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``ProfilerStep#N`` host events → columns ``step`` (int), ``start_ns``, ``end_ns`` and
+    ``event`` (the mark's number in the file)."""
     number = events["name"].str.extract(_PROFILER_STEP, expand=False)
     marks = events.loc[number.notna() & events["cat"].isin(_STEP_MARK_CATS)]
+    digits = number.loc[marks.index]
+    too_big = digits.str.lstrip("0").str.len() > len(str(MAX_ID))
+    too_big |= pd.to_numeric(digits.where(~too_big, "0"), errors="coerce") > MAX_ID
+    if too_big.any():
+        at = int(np.flatnonzero(too_big.to_numpy())[0])
+        raise ProfileError(
+            path,
+            f"trace event #{marks['event'].iloc[at]}: step number of "
+            f"{marks['name'].iloc[at][:60]!r} beyond the int64 range",
+            column="name",
+            expected="ProfilerStep#N with N an int64",
+        )
     return (
         pd.DataFrame(
             {
-                "step": number.loc[marks.index].astype("int64"),
+                "step": digits.astype("int64"),
                 "start_ns": marks["ts_ns"],
                 "end_ns": marks["ts_ns"] + marks["dur_ns"],
+                "event": marks["event"],
             }
         )
         .sort_values("step")
@@ -529,8 +635,10 @@ def _steps_in_window(starts_ns: np.ndarray, windows: pd.DataFrame) -> ExtensionA
     return result
 
 
-def _steps_table(rank: int, windows: pd.DataFrame, clock: TimeBase) -> pd.DataFrame:
-    return pd.DataFrame(
+def _steps_table(
+    rank: int, windows: pd.DataFrame, clock: TimeBase, source: SourceFile
+) -> pd.DataFrame:
+    steps = pd.DataFrame(
         {
             "rank": np.full(len(windows), rank, dtype="int64"),
             "step": windows["step"].astype("Int64").to_numpy(),
@@ -538,6 +646,15 @@ def _steps_table(rank: int, windows: pd.DataFrame, clock: TimeBase) -> pd.DataFr
             "end_us": clock.from_ns(windows["end_ns"].to_numpy(dtype=np.int64)),
         }
     )
+    return with_source(steps, source, windows["event"].to_numpy())
+
+
+def _source(path: Path) -> SourceFile:
+    """Provenance of a trace's rows: its events, by number, and their keys."""
+    headers = {"start_us": "ts", "dur_us": "dur", "end_us": "dur", "step": "name"}
+    headers.update(dict.fromkeys(("computing_us", "comm_not_overlapped_us", "free_us"), "dur"))
+    headers["preparing_us"] = "ts"
+    return SourceFile(str(path), headers, row="trace event #")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -587,12 +704,13 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
                 expected="one trace per rank",
             )
         owner[rank] = file
-        windows = _step_windows(trace.events)
+        windows = _step_windows(trace.events, file)
         if windows["step"].duplicated().any():
             step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
             raise ProfileError(
                 file, f"ProfilerStep#{step} is marked twice", column="name", expected="one per step"
             )
+        source = _source(file)
         device_events = trace.events["cat"].isin(GPU_EVENT_CATS)
         if device_events.any():
             rank_tasks = _gpu_tasks(trace.events.loc[device_events], windows, rank, clock)
@@ -601,6 +719,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
         else:
             rank_tasks = _cpu_tasks(trace.events, windows, rank, clock)
             cpu_basis.append(True)
+        rank_tasks = with_source(rank_tasks, source, rank_tasks.pop("event").to_numpy())
         if rank_tasks.empty and windows.empty:
             raise ProfileError(
                 file,
@@ -616,7 +735,7 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
                 f"{file.name}: {outside} of {len(rank_tasks)} {kind} start outside every "
                 "ProfilerStep window (step left empty)"
             )
-        parts.append(Part(tasks=rank_tasks, steps=_steps_table(rank, windows, clock)))
+        parts.append(Part(tasks=rank_tasks, steps=_steps_table(rank, windows, clock, source)))
         versions |= {str(trace.header[k]) for k in _TORCH_VERSION_KEYS if k in trace.header}
     if len(set(cpu_basis)) > 1:
         raise ProfileError(
@@ -641,7 +760,9 @@ def _kineto_profile(path: Path, traces: Iterable[tuple[Path, _Trace]], clock: Ti
 def _kineto_rank(header: dict[str, Any], order: int) -> int:
     info = header.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
-    return rank if isinstance(rank, int) and not isinstance(rank, bool) else order
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank <= _MAX_RANK:
+        return rank
+    return order
 
 
 def _gpu_tasks(
@@ -667,6 +788,7 @@ def _gpu_tasks(
             "dur_us": events["dur_us"].to_numpy(),
             "direction": pd.Series(direction, dtype=object).to_numpy(),
             "stream": events["stream"].to_numpy(),
+            "event": events["event"].to_numpy(),
         }
     )
 
@@ -701,6 +823,7 @@ def _cpu_tasks(
             "category": names.map(category).to_numpy(),
             "start_us": clock.from_ns(starts),
             "dur_us": ops["dur_us"].to_numpy(),
+            "event": ops["event"].to_numpy(),
         }
     )
     if ops["input_shapes"].notna().any():
@@ -717,7 +840,7 @@ def _ascend_profile(path: Path, trace: _Trace, clock: TimeBase) -> Profile:
     events = trace.events
     hardware = trace.pids_named(ASCEND_HARDWARE)
     rank_of = _ascend_ranks(trace, hardware)
-    windows = _step_windows(events.loc[~events["pid"].isin(_device_pids(trace))])
+    windows = _step_windows(events.loc[~events["pid"].isin(_device_pids(trace))], path)
     if windows["step"].duplicated().any():
         step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
         raise ProfileError(
@@ -733,11 +856,15 @@ def _ascend_profile(path: Path, trace: _Trace, clock: TimeBase) -> Profile:
             "msprof_*.json)",
         )
     ranks = sorted(set(rank_of.values())) or [0]
+    source = _source(path)
     tasks = _ascend_tasks(device_events, windows, rank_of, clock)
+    tasks = with_source(tasks, source, device_events["event"].to_numpy())
     overlap = events.loc[events["pid"].isin(trace.pids_named(OVERLAP_ANALYSIS))]
     steps = concat_frames(
         [
-            _ascend_steps(rank, windows, overlap, rank_of, clock, has_overlap=bool(len(overlap)))
+            _ascend_steps(
+                rank, windows, overlap, rank_of, clock, source, has_overlap=bool(len(overlap))
+            )
             for rank in ranks
         ],
         empty_steps(),
@@ -821,6 +948,7 @@ def _ascend_steps(
     overlap: pd.DataFrame,
     rank_of: dict[str, int],
     clock: TimeBase,
+    source: SourceFile,
     *,
     has_overlap: bool,
 ) -> pd.DataFrame:
@@ -830,7 +958,7 @@ def _ascend_steps(
     to the step whose ``[start, end)`` holds its ``ts``; Preparing is the first Computing or
     Communication event's start minus the step start (clamped at 0; NaN when the step has none).
     """
-    steps = _steps_table(rank, windows, clock)
+    steps = _steps_table(rank, windows, clock, source)
     if not has_overlap or windows.empty:
         return steps
     mine = overlap.loc[overlap["pid"].map(rank_of).fillna(0).astype("int64") == rank]

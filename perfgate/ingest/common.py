@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.model import OPTIONAL_TASK_COLUMNS, TASK_COLUMNS, empty_tasks
+from perfgate.model import OPTIONAL_TASK_COLUMNS, TASK_COLUMNS, empty_tasks, provenance_columns
 
 
 def concat_frames(
@@ -35,6 +35,10 @@ def read_json_object(path: Path) -> dict[str, Any]:
         raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProfileError(path, f"is not valid JSON ({exc})", expected="a JSON object") from exc
+    except RecursionError as exc:
+        raise ProfileError(
+            path, "is nested too deeply to read", expected="a JSON object of a few levels"
+        ) from exc
     if not isinstance(data, dict):
         raise ProfileError(path, "does not hold a JSON object", expected="a JSON object")
     return data
@@ -64,12 +68,12 @@ def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
 
 
 def canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
-    """The canonical and optional task columns of ``tasks`` (helper columns dropped); the empty
-    canonical table when ``tasks`` has no rows."""
+    """The canonical and optional task columns of ``tasks`` and its provenance columns (other
+    helper columns dropped); the empty canonical table when ``tasks`` has no rows."""
     if tasks.empty:
         return empty_tasks()
     keep = [*TASK_COLUMNS, *(c for c in OPTIONAL_TASK_COLUMNS if c in tasks.columns)]
-    return tasks[keep]
+    return tasks[keep + provenance_columns(tasks)]
 
 
 # Ways two sources' rows are matched, tried in turn: the key columns must be known on both rows

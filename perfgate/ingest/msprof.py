@@ -51,10 +51,12 @@ from perfgate.ingest.common import (
     tasks_not_in,
 )
 from perfgate.model import (
+    SOURCE_COLUMN,
     STEP_COLUMNS,
     Profile,
     TimeBase,
     empty_steps,
+    provenance_columns,
 )
 
 SOURCE = "msprof"
@@ -84,11 +86,12 @@ TASK_TIME_COLUMNS = (
     CsvColumn("start_us", "task_start(us)", "time", value_required=True),
 )
 
+ITERATION_TIME = "Iteration Time(us)"
 STEP_TRACE_COLUMNS = (
     CsvColumn("device_id", "Device_id", "int", header_required=False),
     CsvColumn("step", "Iteration ID", "int", value_required=True),
     CsvColumn("end_us", "Iteration End(us)", "time", value_required=True),
-    CsvColumn("iteration_us", "Iteration Time(us)", "float", value_required=True),
+    CsvColumn("iteration_us", ITERATION_TIME, "float", value_required=True),
     CsvColumn("model_id", "Model ID", "int", header_required=False),
 )
 
@@ -377,7 +380,13 @@ def _read_step_trace(
             f"{', '.join(str(m) for m in main['model_id'])} (the longest-running)"
         )
     raw["start_us"] = raw["end_us"] - raw["iteration_us"]
-    return raw[list(STEP_COLUMNS)], notes
+    if SOURCE_COLUMN in raw.columns and len(raw):
+        # The window's start is the end minus the iteration's time: that is the column to name.
+        source = (
+            raw[SOURCE_COLUMN].iloc[0].renamed(start_us=ITERATION_TIME, duration=ITERATION_TIME)
+        )
+        raw[SOURCE_COLUMN] = pd.Series([source] * len(raw), index=raw.index, dtype=object)
+    return raw[[*STEP_COLUMNS, *provenance_columns(raw)]], notes
 
 
 READER = FormatReader("msprof", detect, read)

@@ -63,6 +63,7 @@ from perfgate.model import (
     Category,
     Profile,
     TimeBase,
+    provenance_columns,
 )
 
 SOURCE = "torch_npu"
@@ -77,6 +78,7 @@ TRACE_VIEW_JSON = "trace_view.json"
 TEXT_EXPORT_FILES = (KERNEL_DETAILS_CSV, STEP_TRACE_CSV, OP_STATISTIC_CSV)
 
 ONE_WINDOW_STEP = 0
+_MAX_RANK = 2**31 - 1
 
 _PROFILER_INFO = re.compile(r"^profiler_info(?:_(?P<rank>\d+))?\.json$")
 
@@ -361,7 +363,7 @@ def _read_step_trace(path: Path, rank: int | None) -> tuple[pd.DataFrame, list[s
     notes += _number_whole_window(raw, path)
     raw["start_us"] = float("nan")
     raw["end_us"] = float("nan")
-    return raw[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS]], notes
+    return raw[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS, *provenance_columns(raw)]], notes
 
 
 def _number_whole_window(steps: pd.DataFrame, path: Path) -> list[str]:
@@ -401,6 +403,7 @@ def _read_cluster_step_trace(path: Path) -> Profile:
             path, "has no row of Type 'rank'", column="Type", expected="rows per rank"
         )
     index = pd.to_numeric(ranks["index"], errors="coerce")
+    index = index.where((index.abs() <= _MAX_RANK) & (index == index.round()))
     if index.isna().any():
         bad = ranks.loc[index.isna(), "index"].iloc[0]
         raise ProfileError(
@@ -410,7 +413,8 @@ def _read_cluster_step_trace(path: Path) -> Profile:
     notes += _number_whole_window(ranks, path)
     ranks["start_us"] = float("nan")
     ranks["end_us"] = float("nan")
-    steps = ranks[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS]].reset_index(drop=True)
+    steps = ranks[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS, *provenance_columns(ranks)]]
+    steps = steps.reset_index(drop=True)
     notes.append(f"{path.name} has steps only: no per-task or per-operator data")
     # No time stamps: origin 0.
     return assemble(path, CLUSTER_SOURCE, [Part(steps=steps, notes=notes)], time_origin_us=0)
@@ -445,7 +449,7 @@ def _add_windows(steps: pd.DataFrame, windows: pd.DataFrame, rank: int | None) -
     for column in BREAKDOWN_COLUMNS:
         if column not in merged.columns:
             merged[column] = float("nan")
-    return merged[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS]]
+    return merged[[*STEP_COLUMNS, *BREAKDOWN_COLUMNS, *provenance_columns(merged)]]
 
 
 def _one_window_tasks(tasks: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
@@ -472,10 +476,10 @@ def _rank_from_info(info: dict[str, Any], info_path: Path | None) -> int | None:
     """``rank_id`` (an int or a string; -1 = not distributed), else the file name's rank."""
     value = info.get("rank_id")
     try:
-        rank = int(value) if value is not None else -1
-    except (TypeError, ValueError):
+        rank = int(value) if value is not None and not isinstance(value, bool) else -1
+    except (TypeError, ValueError, OverflowError):  # text, inf, NaN: no rank
         rank = -1
-    if rank >= 0:
+    if 0 <= rank <= _MAX_RANK and (not isinstance(value, float) or value == rank):
         return rank
     if info_path is not None:
         match = _PROFILER_INFO.match(info_path.name)

@@ -41,7 +41,9 @@ def inspect_document(
     """The ``perfgate inspect --format json`` document."""
     operators = analysis.operators if top is None else analysis.operators.head(top)
     metadata = {
-        k: v for k, v in profile.metadata.items() if isinstance(v, (str, int, float, bool, list))
+        k: json_number(v) if isinstance(v, float) else v
+        for k, v in profile.metadata.items()
+        if isinstance(v, (str, int, float, bool, list))
     }
     return {
         "schema": INSPECT_SCHEMA,
