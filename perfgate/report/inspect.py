@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from tabulate import tabulate
 
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
@@ -60,19 +62,39 @@ def inspect_document(
             name: {k: json_number(v) for k, v in analysis.summary[name].items()}
             for name in (*BREAKDOWN_COLUMNS, "copy_us")
         },
-        "per_step": [
-            {k: json_number(v) if isinstance(v, float) else v for k, v in row.items()}
-            for row in analysis.per_step.drop(columns=["start_us", "end_us"])
-            .astype({"step": "int64"})
-            .to_dict("records")
-        ],
-        "operators": [
-            {k: json_number(v) if isinstance(v, float) else v for k, v in row.items()}
-            for row in operators.to_dict("records")
-        ],
+        "per_step": _records(
+            analysis.per_step.drop(columns=["start_us", "end_us"]).astype({"step": "int64"})
+        ),
+        "operators": _records(operators),
         "operators_total": len(analysis.operators),
         "notes": analysis.notes,
     }
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """``frame.to_dict("records")`` with NaN and infinities as ``None`` (JSON has neither),
+    built column by column: each column becomes a list of Python values at once, then the rows
+    are zipped."""
+    columns = [_column_values(frame[name]) for name in frame.columns]
+    keys = [str(name) for name in frame.columns]
+    return [dict(zip(keys, row)) for row in zip(*columns)]
+
+
+def _column_values(column: pd.Series) -> list[Any]:
+    """A column's values as Python objects, as ``to_dict("records")`` gives them, floats
+    through :func:`~perfgate.records.json_number` (NaN and infinities as ``None``)."""
+    if column.dtype.kind == "f":
+        values = column.to_numpy(dtype=np.float64)
+        out = values.astype(object)  # Python floats
+        out[~np.isfinite(values)] = None
+        return list(out)
+    if column.dtype.kind in "iub":
+        return column.to_numpy().tolist()  # Python ints / bools
+    # Anything else (strings, objects): as pandas boxes them, float NaN as None.
+    return [
+        json_number(v) if isinstance(v, float) else v
+        for v in column.astype(object).to_numpy().tolist()
+    ]
 
 
 def _format_metric(name: str, value: float) -> str:
