@@ -665,7 +665,7 @@ def _worker(job: dict[str, Any]) -> dict[str, Any]:
     elif kind == "perfgate":
         from perfgate.analysis.metrics import analyze
         from perfgate.ingest import load_profile
-        from perfgate.report.inspect import inspect_document
+        from perfgate.report import inspect
 
         def work() -> None:
             t0 = time.perf_counter()
@@ -673,7 +673,11 @@ def _worker(job: dict[str, Any]) -> dict[str, Any]:
             t1 = time.perf_counter()
             analysis = analyze(profile)
             t2 = time.perf_counter()
-            text = json.dumps(inspect_document(profile, analysis), indent=2) + "\n"
+            # What `perfgate inspect --format json` writes (cli._cmd_inspect).
+            if hasattr(inspect, "inspect_json"):
+                text = inspect.inspect_json(profile, analysis)
+            else:  # perfgate before inspect_json
+                text = json.dumps(inspect.inspect_document(profile, analysis), indent=2) + "\n"
             t3 = time.perf_counter()
             phases.update(read=t1 - t0, analyze=t2 - t1, json=t3 - t2)
             phases["tasks"] = len(profile.tasks)
