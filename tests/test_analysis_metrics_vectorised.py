@@ -231,7 +231,7 @@ def assert_same(tasks: pd.DataFrame, windows: pd.DataFrame) -> None:
         )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profiles())
 def test_vectorised_step_metrics_equal_the_per_window_definition(
     profile: tuple[pd.DataFrame, pd.DataFrame],
