@@ -530,15 +530,13 @@ def _empty(comparison: Comparison) -> RunRecord:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from perfgate.analysis.metrics import analyze
     from perfgate.ingest import load_profile
-    from perfgate.report.inspect import inspect_document, render_markdown, render_table
+    from perfgate.report.inspect import inspect_json, render_markdown, render_table
 
     profile = load_profile(args.path)
     analysis = analyze(profile)
     if args.format == "json":
         top = args.top if args.top_given else None
-        document = inspect_document(profile, analysis, top=top)
-        # Strict JSON: a NaN or an infinity here is a bug, never "NaN" in the output.
-        text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+        text = inspect_json(profile, analysis, top=top)
     elif args.format == "md":
         text = render_markdown(profile, analysis, top=args.top)
     else:

@@ -21,12 +21,12 @@ Definitions (public; ``docs/metrics.md`` says the same for users):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from perfgate.intervals import clip, union_length
+from perfgate.intervals import FloatArray
 from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile
 
 METRIC_NAMES = ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio")
@@ -191,8 +191,10 @@ def _analysis_windows(
     unassigned = int(tasks["step"].isna().sum())
     if unassigned:
         notes.append(f"{unassigned} task(s) outside every step window are not counted")
-    analysed = set(zip(steps["rank"].tolist(), steps["step"].tolist()))
-    keep = [(r, s) in analysed for r, s in zip(tasks["rank"].tolist(), tasks["step"].tolist())]
+    analysed = pd.MultiIndex.from_arrays([steps["rank"], steps["step"]])
+    keep = tasks["step"].notna().to_numpy() & pd.MultiIndex.from_arrays(
+        [tasks["rank"], tasks["step"]]
+    ).isin(analysed)
     return tasks.loc[keep], steps
 
 
@@ -211,105 +213,297 @@ def step_metrics(
         ``breakdown_from`` is ``profiler`` when the source computed the breakdown itself,
         ``tasks`` when perfgate computed it from task intervals. Ratios are NaN when the
         step has neither a breakdown nor tasks to compute one.
+
+    A window's tasks are those with its ``(rank, step)``. Without a wall span (NaN
+    ``start_us``/``end_us``) the window spans its tasks, first start to last end. The work is
+    column-wise over all windows at once (cost linear in tasks, flat in the number of steps);
+    every number is the one the per-window definition gives, to the last bit.
     """
     notes = notes if notes is not None else []
-    has_breakdown = all(c in windows.columns for c in BREAKDOWN_COLUMNS)
-    groups = {key: g for key, g in tasks.groupby(["rank", "step"], sort=False)}
-    ranks_with_tasks = set(tasks["rank"].unique().tolist())
-    rows: list[dict[str, Any]] = []
+    n = len(windows)
+    w_rank = windows["rank"].to_numpy(dtype=np.int64)
+    w_step = windows["step"].to_numpy(dtype=np.int64)
+    w_start = windows["start_us"].to_numpy(dtype=np.float64)
+    w_end = windows["end_us"].to_numpy(dtype=np.float64)
+    span_known = ~(np.isnan(w_start) | np.isnan(w_end))
+    derived = _derived_breakdown(tasks, w_rank, w_step, w_start, w_end, span_known)
+    lo, hi = derived.start, derived.end
+
+    step_time = hi - lo
+    breakdown = {
+        "computing_us": derived.computing,
+        "comm_not_overlapped_us": derived.comm_not_overlapped,
+        "free_us": derived.free,
+        "preparing_us": derived.preparing,
+    }
+    source = np.full(n, "tasks", dtype=object)
+    # Neither a breakdown nor tasks to compute one: nothing is known.
+    unknown = ~span_known & ~derived.has_tasks
+    source[unknown] = "none"
+    step_time[unknown] = np.nan
+    for values in breakdown.values():
+        values[unknown] = np.nan
+
     worst_residual = 0.0
-    for window in windows.to_dict("records"):
-        rank, step = int(window["rank"]), int(window["step"])
-        step_tasks = groups.get((rank, step), tasks.iloc[0:0])
-        start, end = float(window["start_us"]), float(window["end_us"])
-        span_known = not (np.isnan(start) or np.isnan(end))
-        if not span_known and not step_tasks.empty:
-            # Without a wall span, clip nothing: the source tagged these tasks with the step.
-            start = float(step_tasks["start_us"].min())
-            end = float((step_tasks["start_us"] + step_tasks["dur_us"]).max())
-        derived = _breakdown_from_tasks(step_tasks, start, end)
-        given = {c: float(window[c]) for c in BREAKDOWN_COLUMNS} if has_breakdown else {}
-        if given and not any(np.isnan(v) for v in given.values()):
-            breakdown = given
-            total = sum(given.values())
-            step_time = end - start if span_known else total
-            residual = step_time - total
-            if span_known and abs(residual) > _RESIDUAL_NOTE_SHARE * step_time:
-                worst_residual = max(worst_residual, abs(residual) / step_time)
-            # The wall span wins; Free absorbs what the profiler's breakdown did not cover.
-            breakdown["free_us"] = max(given["free_us"] + residual, 0.0)
-            source = "profiler"
-        elif step_tasks.empty and not span_known:
-            breakdown = {c: float("nan") for c in BREAKDOWN_COLUMNS}
-            step_time = float("nan")
-            source = "none"
-        else:
-            breakdown = {c: derived[c] for c in BREAKDOWN_COLUMNS}
-            step_time = end - start
-            source = "tasks"
-        # Copy time comes only from tasks: unknown (NaN) for a rank the source gave none.
-        copy_us = derived["copy_us"] if rank in ranks_with_tasks else float("nan")
-        row: dict[str, Any] = {
-            "rank": rank,
-            "step": step,
-            "start_us": float(window["start_us"]),
-            "end_us": float(window["end_us"]),
-            "step_time_us": step_time,
-            **breakdown,
-            "copy_us": copy_us,
-            "breakdown_from": source,
-        }
-        rows.append(row)
+    if all(c in windows.columns for c in BREAKDOWN_COLUMNS):
+        given = {c: windows[c].to_numpy(dtype=np.float64) for c in BREAKDOWN_COLUMNS}
+        use = ~np.logical_or.reduce([np.isnan(v) for v in given.values()])
+        total = 0.0 + given["computing_us"]
+        for column in BREAKDOWN_COLUMNS[1:]:
+            total = total + given[column]
+        wall = np.where(span_known, w_end - w_start, total)
+        residual = wall - total
+        # (A window of no length has no share to speak of.)
+        notable = use & span_known & (wall > 0) & (np.abs(residual) > _RESIDUAL_NOTE_SHARE * wall)
+        if notable.any():
+            worst_residual = float((np.abs(residual[notable]) / wall[notable]).max())
+        # The wall span wins; Free absorbs what the profiler's breakdown did not cover.
+        free = given["free_us"] + residual
+        given["free_us"] = np.where(free < 0.0, 0.0, free)
+        for column in BREAKDOWN_COLUMNS:
+            breakdown[column] = np.where(use, given[column], breakdown[column])
+        step_time = np.where(use, wall, step_time)
+        source[use] = "profiler"
     if worst_residual:
         notes.append(
             "the profiler's breakdown differs from the step's wall span by up to "
             f"{worst_residual:.1%}; Free absorbs the difference"
         )
-    frame = pd.DataFrame(rows, columns=[c for c in STEP_METRIC_COLUMNS if c not in RATIO_METRICS])
-    step_time = frame["step_time_us"].where(frame["step_time_us"] > 0)
-    frame["utilization"] = frame["computing_us"] / step_time
-    frame["copy_ratio"] = frame["copy_us"] / step_time
-    frame["comm_ratio"] = frame["comm_not_overlapped_us"] / step_time
-    frame["free_ratio"] = frame["free_us"] / step_time
-    frame = frame.astype({"rank": "int64", "step": "int64"})
+    # Copy time comes only from tasks: unknown (NaN) for a rank the source gave none.
+    ranks_with_tasks = tasks["rank"].dropna().unique()
+    copy_us = np.where(
+        np.isin(w_rank, np.asarray(ranks_with_tasks, dtype=np.int64)), derived.copy, np.nan
+    )
+    frame = pd.DataFrame(
+        {
+            "rank": w_rank,
+            "step": w_step,
+            "start_us": w_start,
+            "end_us": w_end,
+            "step_time_us": step_time,
+            **breakdown,
+            "copy_us": copy_us,
+            "breakdown_from": source,
+        }
+    )
+    positive = frame["step_time_us"].where(frame["step_time_us"] > 0)
+    frame["utilization"] = frame["computing_us"] / positive
+    frame["copy_ratio"] = frame["copy_us"] / positive
+    frame["comm_ratio"] = frame["comm_not_overlapped_us"] / positive
+    frame["free_ratio"] = frame["free_us"] / positive
     return frame[list(STEP_METRIC_COLUMNS)]
 
 
-def _breakdown_from_tasks(step_tasks: pd.DataFrame, start: float, end: float) -> dict[str, float]:
-    """Breakdown of one step window from its task intervals (unions, clipped to the window)."""
-    if step_tasks.empty or not end > start:
-        span = max(end - start, 0.0) if not np.isnan(end - start) else 0.0
-        return {
-            "computing_us": 0.0,
-            "comm_not_overlapped_us": 0.0,
-            "free_us": span,
-            "preparing_us": 0.0,
-            "copy_us": 0.0,
-        }
-    starts = step_tasks["start_us"].to_numpy(dtype=np.float64)
-    ends = starts + step_tasks["dur_us"].to_numpy(dtype=np.float64)
-    category = step_tasks["category"].to_numpy()
+@dataclass
+class _Derived:
+    """The breakdown of each window from its task intervals (arrays, one value per window).
 
-    def of(kind: Category) -> tuple[np.ndarray, np.ndarray]:
-        mask = category == kind.value
-        return clip(starts[mask], ends[mask], start, end)
+    ``start``/``end`` are the bounds used: the window's, or its tasks' span when the window
+    has none. ``has_tasks`` says whether the window has any task.
+    """
 
-    comp_s, comp_e = of(Category.COMPUTE)
-    comm_s, comm_e = of(Category.COMM)
-    copy_s, copy_e = of(Category.COPY)
-    computing = union_length(comp_s, comp_e)
-    busy = union_length(np.concatenate([comp_s, comm_s]), np.concatenate([comp_e, comm_e]))
-    work_starts = np.concatenate([comp_s, comm_s])
-    preparing = float(work_starts.min() - start) if work_starts.size else 0.0
-    span = end - start
+    start: FloatArray
+    end: FloatArray
+    has_tasks: npt.NDArray[np.bool_]
+    computing: FloatArray
+    comm_not_overlapped: FloatArray
+    free: FloatArray
+    preparing: FloatArray
+    copy: FloatArray
+
+
+def _derived_breakdown(
+    tasks: pd.DataFrame,
+    w_rank: npt.NDArray[np.int64],
+    w_step: npt.NDArray[np.int64],
+    w_start: FloatArray,
+    w_end: FloatArray,
+    span_known: npt.NDArray[np.bool_],
+) -> _Derived:
+    """Unions of the compute, compute + comm and copy intervals of every window at once.
+
+    The tasks of all windows are sorted by (window, start) once; each union is then a
+    segmented running maximum of the ends (a new merged interval starts where a start lies
+    beyond every earlier end of its window), and each window's total is the sum of its merged
+    lengths, added in the order :func:`numpy.sum` adds them (:func:`_segment_sums`).
+    """
+    n = len(w_rank)
+    task_of, window_of = _task_windows(tasks, w_rank, w_step)
+    starts = tasks["start_us"].to_numpy(dtype=np.float64)[task_of]
+    ends = starts + tasks["dur_us"].to_numpy(dtype=np.float64)[task_of]
+    codes, labels = pd.factorize(tasks["category"])
+    category = codes[task_of]
+    code_of = {str(label): i for i, label in enumerate(labels)}
+    compute_code, comm_code, copy_code = (
+        code_of.get(c.value, -2) for c in (Category.COMPUTE, Category.COMM, Category.COPY)
+    )
+    order = np.lexsort((starts, window_of))
+    window_of, starts, ends, category = (
+        window_of[order],
+        starts[order],
+        ends[order],
+        category[order],
+    )
+    count = np.bincount(window_of, minlength=n)
+    has_tasks = count > 0
+    first = np.concatenate(([0], np.cumsum(count)[:-1]))
+    # Without a wall span the window spans its tasks, first start to last end.
+    lo, hi = w_start.copy(), w_end.copy()
+    from_tasks = ~span_known & has_tasks
+    if from_tasks.any():
+        lo[from_tasks] = starts[first[from_tasks]]
+        hi[from_tasks] = np.maximum.reduceat(ends, first[has_tasks])[from_tasks[has_tasks]]
+    span = hi - lo
+    computing = np.zeros(n)
+    busy = np.zeros(n)
+    copy = np.zeros(n)
+    preparing = np.zeros(n)
+    with np.errstate(invalid="ignore"):
+        valid = has_tasks & (hi > lo)
+    if valid.any():
+        take = valid[window_of]
+        win, bounds_lo, bounds_hi = window_of[take], lo[window_of[take]], hi[window_of[take]]
+        clipped_s = np.minimum(np.maximum(starts[take], bounds_lo), bounds_hi)
+        clipped_e = np.minimum(np.maximum(ends[take], bounds_lo), bounds_hi)
+        keep = clipped_e > clipped_s
+        kind = category[take]
+        is_compute = keep & (kind == compute_code)
+        is_work = is_compute | (keep & (kind == comm_code))
+        is_copy = keep & (kind == copy_code)
+        computing = _union_per_window(win, clipped_s, clipped_e, is_compute, n)
+        busy = _union_per_window(win, clipped_s, clipped_e, is_work, n)
+        copy = _union_per_window(win, clipped_s, clipped_e, is_copy, n)
+        # Sorted by start within each window: a window's first work task starts first.
+        work_win = win[is_work]
+        if work_win.size:
+            leads = np.flatnonzero(np.diff(work_win, prepend=-1) != 0)
+            preparing[work_win[leads]] = clipped_s[is_work][leads] - lo[work_win[leads]]
     free = span - busy - preparing
-    return {
-        "computing_us": computing,
-        "comm_not_overlapped_us": busy - computing,
-        "free_us": max(free, 0.0),
-        "preparing_us": preparing,
-        "copy_us": union_length(copy_s, copy_e),
-    }
+    free = np.where(free < 0.0, 0.0, free)
+    # A window without tasks (or without a positive span) is all free.
+    idle = ~valid
+    with np.errstate(invalid="ignore"):
+        idle_free = np.where(np.isnan(span), 0.0, np.where(span < 0.0, 0.0, span))
+    free[idle] = idle_free[idle]
+    return _Derived(
+        start=lo,
+        end=hi,
+        has_tasks=has_tasks,
+        computing=computing,
+        comm_not_overlapped=busy - computing,
+        free=free,
+        preparing=preparing,
+        copy=copy,
+    )
+
+
+def _task_windows(
+    tasks: pd.DataFrame, w_rank: npt.NDArray[np.int64], w_step: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """(task row, window position) pairs: each task with every window of its (rank, step).
+
+    Tasks whose step is <NA> belong to no window.
+    """
+    empty = np.empty(0, dtype=np.intp)
+    if tasks.empty or len(w_rank) == 0:
+        return empty, empty
+    rows = np.flatnonzero(tasks["step"].notna().to_numpy())
+    t_rank = tasks["rank"].to_numpy()[rows].astype(np.int64)
+    t_step = tasks["step"].to_numpy(dtype=np.int64, na_value=0)[rows]
+    keys = pd.MultiIndex.from_arrays([w_rank, w_step])
+    if keys.is_unique:
+        position = keys.get_indexer(pd.MultiIndex.from_arrays([t_rank, t_step]))
+        found = position >= 0
+        return rows[found], position[found].astype(np.intp)
+    pairs = pd.DataFrame({"rank": t_rank, "step": t_step, "task": rows}).merge(
+        pd.DataFrame({"rank": w_rank, "step": w_step, "window": np.arange(len(w_rank))}),
+        on=["rank", "step"],
+    )
+    return pairs["task"].to_numpy(dtype=np.intp), pairs["window"].to_numpy(dtype=np.intp)
+
+
+def _union_per_window(
+    window: npt.NDArray[np.intp],
+    starts: FloatArray,
+    ends: FloatArray,
+    mask: npt.NDArray[np.bool_],
+    n: int,
+) -> FloatArray:
+    """Length of the union of the masked intervals of each of ``n`` windows.
+
+    The intervals are sorted by (window, start). As :func:`perfgate.intervals.merge` does
+    for one window: a merged interval starts where a start lies beyond every end before it
+    (in its window), and ends at the running maximum of the ends.
+    """
+    out = np.zeros(n)
+    win, s, e = window[mask], starts[mask], ends[mask]
+    if s.size == 0:
+        return out
+    running_end = pd.Series(e).groupby(win, sort=False).cummax().to_numpy()
+    new_block = np.empty(s.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = (win[1:] != win[:-1]) | (s[1:] > running_end[:-1])
+    block = np.flatnonzero(new_block)
+    last = np.append(block[1:] - 1, s.size - 1)
+    lengths = running_end[last] - s[block]
+    block_win = win[block]
+    lead = np.flatnonzero(np.diff(block_win, prepend=-1) != 0)
+    sizes = np.diff(np.append(lead, block_win.size))
+    out[block_win[lead]] = _segment_sums(lengths, lead, sizes)
+    return out
+
+
+def _segment_sums(
+    values: FloatArray, starts: npt.NDArray[np.intp], sizes: npt.NDArray[np.intp]
+) -> FloatArray:
+    """``np.sum(values[a:a + k])`` for each segment ``(a, k)``, bit for bit, without a loop
+    over segments.
+
+    numpy adds a float64 array pairwise (``pairwise_sum`` in its C loops): fewer than 8
+    values one after another; up to 128 in 8 running partial sums combined as a tree, then the
+    rest one by one; more in two halves. Segments of one size follow the same sequence of
+    additions, so they are added together, one column of a (segments × size) matrix at a
+    time. Sizes with few segments are summed by numpy itself.
+    """
+    out = np.empty(len(sizes))
+    for size in np.unique(sizes):
+        which = np.flatnonzero(sizes == size)
+        if which.size * 8 < size:  # few long segments: numpy is quicker, and exact by definition
+            for i in which:
+                out[i] = np.sum(values[starts[i] : starts[i] + size])
+            continue
+        matrix = values[starts[which][:, None] + np.arange(size)]
+        out[which] = _pairwise_rows(matrix)
+    return out
+
+
+_PAIRWISE_BLOCK = 128  # numpy's PW_BLOCKSIZE
+
+
+def _pairwise_rows(matrix: FloatArray) -> FloatArray:
+    """numpy's pairwise sum of each row of ``matrix`` (all rows of one length)."""
+    size = matrix.shape[1]
+    if size < 8:
+        total = np.zeros(matrix.shape[0])
+        for j in range(size):
+            total = total + matrix[:, j]
+        return total
+    if size <= _PAIRWISE_BLOCK:
+        partial = matrix[:, :8].copy()
+        i = 8
+        while i < size - size % 8:
+            partial += matrix[:, i : i + 8]
+            i += 8
+        p = partial
+        total = ((p[:, 0] + p[:, 1]) + (p[:, 2] + p[:, 3])) + (
+            (p[:, 4] + p[:, 5]) + (p[:, 6] + p[:, 7])
+        )
+        for j in range(i, size):
+            total = total + matrix[:, j]
+        return total
+    half = size // 2
+    half -= half % 8
+    return _pairwise_rows(matrix[:, :half]) + _pairwise_rows(matrix[:, half:])
 
 
 def aggregate_ranks(per_rank: pd.DataFrame) -> pd.DataFrame:

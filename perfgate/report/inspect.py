@@ -7,9 +7,13 @@ The JSON document is a public contract (``docs/json.md``): scripts read
 
 from __future__ import annotations
 
+import json
 import math
+from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from tabulate import tabulate
 
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
@@ -62,19 +66,118 @@ def inspect_document(
             name: {k: json_number(v) for k, v in analysis.summary[name].items()}
             for name in (*BREAKDOWN_COLUMNS, "copy_us")
         },
-        "per_step": [
-            {k: json_number(v) if isinstance(v, float) else v for k, v in row.items()}
-            for row in analysis.per_step.drop(columns=["start_us", "end_us"])
-            .astype({"step": "int64"})
-            .to_dict("records")
-        ],
-        "operators": [
-            {k: json_number(v) if isinstance(v, float) else v for k, v in row.items()}
-            for row in operators.to_dict("records")
-        ],
+        "per_step": _records(
+            analysis.per_step.drop(columns=["start_us", "end_us"]).astype({"step": "int64"})
+        ),
+        "operators": _records(operators),
         "operators_total": len(analysis.operators),
         "notes": analysis.notes,
     }
+
+
+def inspect_json(profile: Profile, analysis: RunAnalysis, top: int | None = None) -> str:
+    """The text of ``perfgate inspect --format json``: exactly
+    ``json.dumps(inspect_document(...), indent=2) + "\n"``, written faster (see
+    :func:`dumps_indented`)."""
+    return dumps_indented(inspect_document(profile, analysis, top=top)) + "\n"
+
+
+_INDENT = "  "
+
+
+def dumps_indented(document: dict[str, Any]) -> str:
+    """``json.dumps(document, indent=2)``, the same text, for a document holding long lists of
+    flat rows (``per_step``: one object per step).
+
+    Python's JSON encoder writes indented text in pure Python, one value at a time. Here each
+    top-level list of flat objects that share their keys is written column by column: the
+    values of a column are encoded in one call of the C encoder, then the lines are joined.
+    Everything else goes through :func:`json.dumps` itself.
+    """
+    tables: dict[str, str] = {}
+    skeleton: dict[str, Any] = {}
+    for key, value in document.items():
+        rendered = _rows_text(value, level=1) if isinstance(value, list) else None
+        if rendered is None:
+            skeleton[key] = value
+        else:
+            tables[key] = rendered
+            skeleton[key] = f"\x00perfgate table {key}\x00"
+    text = json.dumps(skeleton, indent=2, allow_nan=False)
+    for key, rendered in tables.items():
+        placeholder = json.dumps(skeleton[key])
+        if text.count(placeholder) != 1:  # cannot happen with NUL bytes in it; never guess
+            return json.dumps(document, indent=2, allow_nan=False)
+        text = text.replace(placeholder, rendered)
+    return text
+
+
+def _rows_text(rows: list[Any], level: int) -> str | None:
+    """The indented JSON of a non-empty list of flat objects with the same keys, or ``None``
+    when the list is anything else."""
+    if not rows or not all(type(row) is dict for row in rows):
+        return None
+    keys = tuple(rows[0])
+    if not keys or not all(isinstance(k, str) for k in keys):
+        return None
+    if any(tuple(row) != keys for row in rows):
+        return None
+    columns = list(zip(*(row.values() for row in rows)))
+    inner = "\n" + _INDENT * (level + 2)
+    lines = []
+    for key, column in zip(keys, columns):
+        values = _values_text(column)
+        if values is None:
+            return None
+        prefix = inner + json.dumps(key) + ": "
+        lines.append([prefix + v for v in values])
+    item = "\n" + _INDENT * (level + 1)
+    close = item + "}"
+    objects = ["{" + ",".join(parts) + close for parts in zip(*lines)]
+    return "[" + item + ("," + item).join(objects) + "\n" + _INDENT * level + "]"
+
+
+def _values_text(column: tuple[Any, ...]) -> list[str] | None:
+    """The JSON text of each value (as :func:`json.dumps` writes it), for numbers, booleans,
+    ``None`` and strings; ``None`` for a column holding anything else."""
+    kinds = set(map(type, column))
+    if kinds <= _NUMBER_TYPES:
+        # One call of the C encoder; numbers, true/false/null hold no ", ". Strict JSON:
+        # a NaN or an infinity here is a bug, never "NaN" in the output.
+        return json.dumps(list(column), allow_nan=False)[1:-1].split(", ")
+    if kinds <= _STRING_TYPES:
+        return ["null" if v is None else _encode_string(v) for v in column]
+    return None
+
+
+_NUMBER_TYPES = frozenset({int, float, bool, type(None)})
+_STRING_TYPES = frozenset({str, type(None)})
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """``frame.to_dict("records")`` with NaN and infinities as ``None`` (JSON has neither),
+    built column by column: each column becomes a list of Python values at once, then the rows
+    are zipped."""
+    columns = [_column_values(frame[name]) for name in frame.columns]
+    keys = [str(name) for name in frame.columns]
+    return [dict(zip(keys, row)) for row in zip(*columns)]
+
+
+def _column_values(column: pd.Series) -> list[Any]:
+    """A column's values as Python objects, as ``to_dict("records")`` gives them, floats
+    through :func:`~perfgate.records.json_number` (NaN and infinities as ``None``)."""
+    if column.dtype.kind == "f":
+        values = column.to_numpy(dtype=np.float64)
+        out = values.astype(object)  # Python floats
+        out[~np.isfinite(values)] = None
+        return list(out)
+    if column.dtype.kind in "iub":
+        return column.to_numpy().tolist()  # Python ints / bools
+    # Anything else (strings, objects): as pandas boxes them, float NaN as None.
+    return [
+        json_number(v) if isinstance(v, float) else v
+        for v in column.astype(object).to_numpy().tolist()
+    ]
 
 
 def _format_metric(name: str, value: float) -> str:
