@@ -30,6 +30,7 @@ Run ``python benchmarks/verdict_quality.py [--trials N] [--seed S] [--write PATH
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -783,6 +784,38 @@ class Results:
     def has(self, key: str) -> bool:
         return bool((self.long["variant"] == key).any())
 
+    def save(self, path: Path) -> None:
+        """The tallies and settings as JSON (``--load`` renders them again)."""
+        data = {
+            "trials": self.trials,
+            "seed": self.seed,
+            "stats": vars(self.stats),
+            "ab_pairs": self.ab_pairs,
+            "oracle": self.oracle,
+            "seconds": self.seconds,
+            "long": self.long.to_dict(orient="records"),
+        }
+        path.write_text(json.dumps(data, indent=1, default=_plain), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Results:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(
+            long=pd.DataFrame(data["long"]),
+            trials=int(data["trials"]),
+            seed=int(data["seed"]),
+            stats=Statistics(**data["stats"]),
+            ab_pairs=int(data["ab_pairs"]),
+            oracle={k: float(v) for k, v in data["oracle"].items()},
+            seconds=float(data["seconds"]),
+        )
+
+
+def _plain(value: object) -> object:
+    """numpy scalars as Python numbers, for JSON."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
+
 
 def run(
     trials: int = TRIALS,
@@ -1097,9 +1130,11 @@ def markdown_report(results: Results, sweep: Results | None = None) -> str:
             f"\n\n{anchors_table(results)}"
         )
     if results.has("one-look"):
+        guard_trials = int(results.tally(results.scenarios[0], NULL, "one-look")["trials"])
         text.append(
-            "**What each guard buys** (store mode, first baseline unless said; same draws), "
-            f"false alarms / detection +8% / unstable when unchanged:\n\n{guards_table(results)}"
+            "**What each guard buys** (store mode, first baseline unless said; the same "
+            f"draws, the variants on the first {guard_trials} trials of each cell), false "
+            f"alarms / detection +8% / unstable when unchanged:\n\n{guards_table(results)}"
         )
     if sweep is not None:
         text.append(
@@ -1124,6 +1159,26 @@ def write_report(path: Path, report: str) -> None:
     path.write_text(f"# Verdict quality\n\n{block}\n", encoding="utf-8")
 
 
+def _simulate(args: argparse.Namespace) -> tuple[Results, Results]:
+    stats = STATISTICS if args.processes is None else replace(STATISTICS, processes=args.processes)
+    jobs = max(1, args.jobs)
+    results = run(
+        args.trials, args.seed, jobs=jobs, scenarios=args.scenario, stats=stats, oracle=True
+    )
+    sweep = run(
+        args.sweep_trials or max(1, args.trials // 2),
+        args.seed,
+        jobs=jobs,
+        scenarios=args.scenario,
+        stats=stats,
+        ab_sweep=AB_PAIRS_SWEEP,
+        anchors=False,
+        store=False,
+        cells=(NULL, SHIFT),
+    )
+    return results, sweep
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--trials", type=int, default=TRIALS, help="trials per cell")
@@ -1135,24 +1190,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sweep-trials", type=int, help="trials per cell of the A/B pairs sweep (default: half)"
     )
     parser.add_argument("--write", type=Path, help="write the tables into this Markdown file")
+    parser.add_argument("--save", type=Path, help="keep the tallies (JSON) for --load")
+    parser.add_argument("--load", type=Path, help="render tallies saved by --save, no draws")
     args = parser.parse_args(argv)
-    stats = STATISTICS if args.processes is None else replace(STATISTICS, processes=args.processes)
-    jobs = max(1, args.jobs)
-    results = run(
-        args.trials, args.seed, jobs=jobs, scenarios=args.scenario, stats=stats, oracle=True
-    )
-    sweep_trials = args.sweep_trials or max(1, args.trials // 2)
-    sweep = run(
-        sweep_trials,
-        args.seed,
-        jobs=jobs,
-        scenarios=args.scenario,
-        stats=stats,
-        ab_sweep=AB_PAIRS_SWEEP,
-        anchors=False,
-        store=False,
-        cells=(NULL, SHIFT),
-    )
+    if args.load:
+        results = Results.load(args.load)
+        sweep_path = args.load.with_suffix(".sweep.json")
+        sweep = Results.load(sweep_path) if sweep_path.exists() else None
+    else:
+        results, sweep = _simulate(args)
+    if args.save:
+        results.save(args.save)
+        if sweep is not None:
+            sweep.save(args.save.with_suffix(".sweep.json"))
     report = markdown_report(results, sweep)
     print(report)
     if args.write:
