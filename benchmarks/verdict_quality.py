@@ -188,11 +188,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "heavy load",
         "a busy runner: steps σ 20% (φ 0.3), 15% stalled; rounds σ 10%, 10% stalled; "
-        "processes τ 25%",
+        "processes τ 20%",
         sigma_step=0.20,
         phi=0.3,
         sigma_round=0.10,
-        tau=0.25,
+        tau=0.20,
         step_stall=0.15,
         round_stall=0.10,
     ),
