@@ -1,36 +1,43 @@
-"""Verdict quality of perfgate's regression rule, measured on simulated step times.
+"""Verdict quality of perfgate's regression rule, simulated in rounds and processes.
 
-Draws baseline / current per-step samples under several noise models and reports, on the
-same draws, how often each rule raises a false alarm (nothing changed) and how often it
-detects a real +8% step-time regression:
+A run is ``Statistics().rounds`` rounds of ``STEPS`` steps in one process; a round's value is
+the median of its steps (log scale). The simulation draws step times under several noise
+models (per step, per round, per process, per session) and runs perfgate's own decision on
+them, the way the pytest plugin does:
 
-* perfgate's own rule (:func:`perfgate.analysis.compare.judge_metric`, default settings:
-  +5% on the median (against the median of the look-back runs), one-sided Mann–Whitney
-  p < 0.01 corrected for autocorrelated steps, clearly beyond every one of the look-back's
-  per-run medians; ``unstable`` is advisory and never an alarm), with the look-back of
-  ``Statistics().lookback`` ancestor runs and with a single baseline;
-* asv's rule (two-sided Mann–Whitney p < 0.002 and median ratio > factor; factor 1.1 is its
-  default, 1.05 is "the same threshold");
-* pytest-benchmark's ``--benchmark-compare-fail=mean:5%``;
-* github-action-benchmark's alert (one value per run, the mean; current / previous > 200%,
-  its default, and > 105%);
-* as a reference, not a rule: an oracle that knows the noise model and alarms on the current
-  run's median at 1% false alarms — what any rule judging one run can reach at best.
+* **store mode, first baseline** — the baseline recorded as ``--perfgate-update`` records it
+  (``processes`` processes of ``rounds`` rounds; the first process adds rounds while its
+  round noise exceeds ``max_cv``), the current run one process whose rounds grow by
+  ``rounds`` up to ``max_rounds`` while the comparison is inconclusive, α spent over the
+  looks with :func:`~perfgate.analysis.statistics.spending_pocock` (the loop of
+  ``perfgate.pytest_plugin.fixture.Benchmark._gate``), each look judged by
+  :func:`~perfgate.analysis.compare.judge_rounds`;
+* **store mode, look-back** — the same with ``lookback`` ancestor baselines, each recorded in
+  its own session; :func:`~perfgate.analysis.compare.look_back` keeps those of the same code;
+* **A/B** — base and head in alternating fresh processes (ABBA…), ``AB_PAIRS`` pairs of
+  ``rounds`` rounds each, judged once by ``judge_rounds(..., paired=True)``.
+
+Every cell counts perfgate's verdicts (``regression`` is the alarm; ``unstable`` is
+advisory and never an alarm) and the rounds the current run measured. On the same draws it
+applies the anchors' rules to the steps (asv's Mann–Whitney p < 0.002 and median ratio,
+pytest-benchmark ``mean:5%``, github-action-benchmark's mean ratio), and a reference bound:
+an oracle that knows the noise model.
 
 Run ``python benchmarks/verdict_quality.py [--trials N] [--seed S] [--write PATH]``; see
-``docs/verdict-quality.md`` for the scenarios and the measured table.
+``docs/verdict-quality.md`` for the scenarios, their calibration and the measured tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,31 +45,44 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from perfgate.analysis.compare import judge_rounds, judge_steps, look_back
-from perfgate.analysis.statistics import RoundValues, mann_whitney_p
+from perfgate.analysis.compare import Look, MetricJudgement, judge_rounds, look_back
+from perfgate.analysis.statistics import RoundValues, spending_pocock
 from perfgate.rules import MetricRule, Statistics, default_rules
 from perfgate.verdict import MetricStatus
 
-PASS, REGRESSION, UNSTABLE = (
-    MetricStatus.PASS.value,
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+REGRESSION, UNSTABLE, IMPROVEMENT = (
     MetricStatus.REGRESSION.value,
     MetricStatus.UNSTABLE.value,
+    MetricStatus.IMPROVEMENT.value,
 )
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-Verdicts = npt.NDArray[np.object_]  # one verdict string per trial
-
 SEED = 20250601
-TRIALS = 2000
-STEPS = 20  # per side, as in the issue's target
-PHI = 0.5  # AR(1) coefficient of the per-step log noise
-TRUE_SHIFT = 1.08  # "step time truly rose 8%": the whole current distribution × 1.08
-STEP_US = 100_000.0  # a 100 ms step; the rules are scale-free
-LOOKBACK = Statistics().lookback  # ancestor runs in perfgate's look-back, the nearest included
+TRIALS = 2000  # a cell's 95% interval at a 1% rate: about ±0.45 points
+CHUNK = 250  # trials drawn and judged together: the unit of parallel work
+GUARD_CHUNKS = 2  # the guards' variants are judged on the first 2 chunks of a cell
+STEPS = 20  # steps per round, as in the issue's target
+STEP_US = 10_000.0  # a 10 ms step; the rules are scale-free
+TRUE_SHIFT = 1.08  # "step time truly rose 8%": every step of the current run × 1.08
+GROSS_SHIFT = 4.0  # "a 4× slower step": must always be a regression
+AB_PAIRS = 6  # A/B: pairs of fresh processes (base, head), ABBA order; see ab_pairs_table
+AB_PAIRS_SWEEP = (3, 4, 5, 6, 8, 10)
+ORACLE_FALSE_ALARM = 0.01
+ORACLE_CALIBRATION_RUNS = 20_000
 
 BEGIN_MARK = "<!-- verdict-quality:begin (generated by benchmarks/verdict_quality.py) -->"
 END_MARK = "<!-- verdict-quality:end -->"
+
+
+def step_time_rule() -> MetricRule:
+    """perfgate's default gated step-time rule (+5%)."""
+    return default_rules().metrics["step_time"]
+
+
+STATISTICS = default_rules().statistics
 
 
 # --------------------------------------------------------------------------------------
@@ -71,54 +91,140 @@ END_MARK = "<!-- verdict-quality:end -->"
 
 @dataclass(frozen=True)
 class Scenario:
-    """A noise model for one benchmark's runs (every run has ``STEPS`` steps)."""
+    """A noise model for one benchmark. All spreads are standard deviations of log times
+    (≈ coefficients of variation).
+
+    A step's time is the true step time × the session's level × the process's level × the
+    round's effect × AR(1) step noise, with occasional stalled steps and rounds.
+    """
 
     name: str
     description: str
-    sigma: float  # per-step lognormal σ (≈ coefficient of variation)
-    phi: float = PHI  # AR(1) autocorrelation of the per-step log noise
-    stall_steps: int = 0  # steps of the *current* run stalled by the host
-    stall_low: float = 1.5  # a stalled step takes × U(stall_low, stall_high)
-    stall_high: float = 3.0
-    mode_gap: float = 0.0  # whole-run bimodality: each run × (1 + gap) with probability ½
-    target: bool = False  # one of the issue's target scenarios
+    sigma_step: float  # per-step lognormal noise
+    phi: float = 0.5  # its lag-one autocorrelation within a round
+    sigma_round: float = 0.005  # a round's own effect (re-warming, caches, the clock)
+    tau: float = 0.01  # a process's effect: thread placement, memory layout, neighbours
+    drift: float = 0.0  # SD of the difference between two sessions' levels
+    mode_gap: float = 0.0  # each process lands in a slow mode × (1 + gap) with p = ½
+    step_stall: float = 0.0  # probability that a step is stalled × U(step_stall_range)
+    step_stall_range: tuple[float, float] = (1.5, 5.0)
+    round_stall: float = 0.0  # probability that a whole round is stalled × U(range)
+    round_stall_range: tuple[float, float] = (1.2, 3.0)
+    # Levels of the look-back's ancestor baselines relative to the current code, nearest
+    # first (empty: every ancestor measured the current code). Their code changed on
+    # purpose: a step change is not noise.
+    ancestors: tuple[float, ...] = ()
+    # Extra cells: (name, the current run's true level relative to the nearest baseline,
+    # whether that is a regression every rule must catch).
+    extra: tuple[tuple[str, float], ...] = ()
+    detection_target: bool = False  # the issue's detection target applies here
 
+
+# Calibration (docs/verdict-quality.md, "Calibration"): per-step times of fresh processes and
+# in-process rounds measured on a shared 2-vCPU VM with one torch thread. Quiet: steps
+# σ 2–7% with lag-one autocorrelation 0–0.5, 1–9% of steps stalled × 1.6–7, rounds σ 1–4%
+# within a process with about 1 round in 20 stalled × 1.2–5, back-to-back processes 3–10%
+# apart, back-to-back sessions 0.0%, 1.4% and 20.6% apart. With a CPU hog beside it or the
+# machine oversubscribed: steps σ 12–27%, 10–25% stalled, processes σ 18–60%.
+QUIET = Scenario("quiet", "steps σ 2%, rounds σ 0.5%, processes τ 1%", sigma_step=0.02)
+LEVEL_256, LEVEL_1024, LEVEL_512 = 1.529, 12.675, 5.9  # ms, the issue's widths
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("noise 1%", "σ = 1%, AR(1) φ = 0.5", sigma=0.01),
-    Scenario("noise 2%", "σ = 2%, AR(1) φ = 0.5", sigma=0.02, target=True),
-    Scenario("noise 5%", "σ = 5%, AR(1) φ = 0.5", sigma=0.05),
+    QUIET,
     Scenario(
-        "stalls",
-        "σ = 2%, φ = 0.5; 2 of the current run's 20 steps stalled × U(1.5, 3)",
-        sigma=0.02,
-        stall_steps=2,
-        target=True,
+        "noise 5%",
+        "5% within-run noise: steps σ 5%, rounds σ 1%, processes τ 1%",
+        sigma_step=0.05,
+        sigma_round=0.01,
+        tau=0.01,
+        detection_target=True,
     ),
     Scenario(
-        "bimodal runs",
-        "σ = 2%, φ = 0.5; every run lands as a whole in a mode × 1.00 or × 1.06 (p = ½)",
-        sigma=0.02,
+        "process 3%",
+        "steps σ 2%, rounds σ 1%, processes τ 3%",
+        sigma_step=0.02,
+        sigma_round=0.01,
+        tau=0.03,
+    ),
+    Scenario(
+        "process 5%",
+        "steps σ 2%, rounds σ 1%, processes τ 5%",
+        sigma_step=0.02,
+        sigma_round=0.01,
+        tau=0.05,
+    ),
+    replace(
+        QUIET,
+        name="bimodal",
+        description="quiet; each process lands in a mode × 1.00 or × 1.06 (p = ½)",
         mode_gap=0.06,
-        target=True,
+    ),
+    replace(
+        QUIET,
+        name="drift 3%",
+        description="quiet; sessions' levels differ by δ ~ N(0, 3%) (baseline vs current, "
+        "ancestor vs ancestor; within an A/B session a linear drift of δ)",
+        drift=0.03,
+    ),
+    replace(
+        QUIET,
+        name="stalls",
+        description="quiet; 3% of steps stalled × U(1.5, 5), 5% of rounds stalled × U(1.2, 3)",
+        step_stall=0.03,
+        round_stall=0.05,
+    ),
+    Scenario(
+        "measured quiet",
+        "as measured with one thread on a quiet VM: steps σ 4% (φ 0.3), 3% stalled; rounds "
+        "σ 2%, 5% stalled; processes τ 5%; sessions δ 3%",
+        sigma_step=0.04,
+        phi=0.3,
+        sigma_round=0.02,
+        tau=0.05,
+        drift=0.03,
+        step_stall=0.03,
+        round_stall=0.05,
+    ),
+    Scenario(
+        "heavy load",
+        "a busy runner: steps σ 20% (φ 0.3), 15% stalled; rounds σ 10%, 10% stalled; "
+        "processes τ 20%",
+        sigma_step=0.20,
+        phi=0.3,
+        sigma_round=0.10,
+        tau=0.20,
+        step_stall=0.15,
+        round_stall=0.10,
+    ),
+    replace(
+        QUIET,
+        name="step changes",
+        description=f"quiet; look-back ancestors nearest first: width 512 ({LEVEL_512} ms), 1024 "
+        f"({LEVEL_1024} ms), 6 × 256 ({LEVEL_256} ms); extra cell: the tree set back to "
+        "1024",
+        ancestors=(1.0, LEVEL_1024 / LEVEL_512) + (LEVEL_256 / LEVEL_512,) * 6,
+        extra=(("back to 1024", LEVEL_1024 / LEVEL_512),),
+    ),
+    replace(
+        QUIET,
+        name="flip-flop",
+        description="quiet; ancestors nearest first: 512, 1024, 6 × 512 (a change tried and "
+        "reverted); extra cell: the tree set to 1024 again",
+        ancestors=(1.0, LEVEL_1024 / LEVEL_512) + (1.0,) * 6,
+        extra=(("back to 1024", LEVEL_1024 / LEVEL_512),),
     ),
 )
 
+NULL, SHIFT, GROSS = "null", "+8%", "4x"
 
-@dataclass(frozen=True)
-class Draws:
-    """One cell's samples. ``history[:, 0]`` is the baseline (the nearest ancestor run)."""
 
-    history: FloatArray  # (trials, lookback, steps), nearest first
-    current: FloatArray  # (trials, steps)
+def cells_of(scenario: Scenario) -> list[tuple[str, float]]:
+    """The scenario's cells: (name, true level of the current run vs the nearest baseline)."""
+    return [(NULL, 1.0), (SHIFT, TRUE_SHIFT), (GROSS, GROSS_SHIFT), *scenario.extra]
 
-    @property
-    def baseline(self) -> FloatArray:
-        return self.history[:, 0, :]
 
-    @property
-    def trials(self) -> int:
-        return int(self.current.shape[0])
+# --------------------------------------------------------------------------------------
+# Drawing step times
 
 
 def ar1_lognormal(
@@ -135,231 +241,476 @@ def ar1_lognormal(
     return np.exp(e)
 
 
-def run_modes(rng: np.random.Generator, shape: tuple[int, ...], gap: float) -> FloatArray:
-    """Whole-run mode factors: 1 or 1 + gap with probability ½ each (1 when gap is 0)."""
-    if gap == 0.0:
-        return np.ones(shape)
-    return np.asarray(1.0 + gap * (rng.random(shape) < 0.5), dtype=np.float64)
-
-
-def add_stalls(
-    rng: np.random.Generator, runs: FloatArray, count: int, low: float, high: float
+def _stalls(
+    rng: np.random.Generator, shape: tuple[int, ...], rate: float, low: float, high: float
 ) -> FloatArray:
-    """Stall ``count`` distinct random steps of every run (last axis) × U(low, high)."""
-    if count == 0:
-        return runs
-    out = runs.copy()
-    rows = out.reshape(-1, out.shape[-1])
-    where = np.argsort(rng.random(rows.shape), axis=1)[:, :count]
-    factors = rng.uniform(low, high, size=where.shape)
-    np.put_along_axis(rows, where, np.take_along_axis(rows, where, axis=1) * factors, axis=1)
-    return out
+    """Factors: × U(low, high) with probability ``rate`` each, else 1."""
+    if rate == 0.0:
+        return np.ones(shape)
+    hit = rng.random(shape) < rate
+    return np.where(hit, rng.uniform(low, high, shape), 1.0)
 
 
-def draw(
+def round_steps(rng: np.random.Generator, shape: tuple[int, ...], scenario: Scenario) -> FloatArray:
+    """Step times relative to the process's level, ``shape + (STEPS,)``: AR(1) step noise,
+    stalled steps, and each round's own effect and stalls."""
+    steps = ar1_lognormal(rng, (*shape, STEPS), scenario.sigma_step, scenario.phi)
+    steps *= _stalls(rng, steps.shape, scenario.step_stall, *scenario.step_stall_range)
+    rounds = np.exp(scenario.sigma_round * rng.standard_normal(shape))
+    rounds *= _stalls(rng, shape, scenario.round_stall, *scenario.round_stall_range)
+    return steps * rounds[..., None]
+
+
+def process_levels(
+    rng: np.random.Generator, shape: tuple[int, ...], scenario: Scenario
+) -> FloatArray:
+    """Log levels of processes: the process effect and, when bimodal, the slow mode."""
+    levels = scenario.tau * rng.standard_normal(shape)
+    if scenario.mode_gap:
+        levels += math.log1p(scenario.mode_gap) * (rng.random(shape) < 0.5)
+    return levels
+
+
+def log_medians(steps: FloatArray) -> FloatArray:
+    """Round values as perfgate computes them: the log of the median of the round's steps."""
+    return np.log(np.median(steps, axis=-1))
+
+
+@dataclass(frozen=True)
+class StoreDraws:
+    """Store mode: ``lookback`` ancestor baseline sessions (the nearest is *the* baseline)
+    and one current process, every process drawn with ``max_rounds`` rounds (those not
+    measured are not used). Values are log round values; steps are for the anchors."""
+
+    baselines: FloatArray  # (trials, lookback, processes, max_rounds)
+    current: FloatArray  # (trials, max_rounds)
+    baseline_steps: FloatArray  # (trials, processes × rounds × STEPS): the nearest, 1st look
+    current_steps: FloatArray  # (trials, rounds × STEPS): the first look's rounds
+
+    @property
+    def trials(self) -> int:
+        return int(self.current.shape[0])
+
+
+def draw_store(
     scenario: Scenario,
     trials: int,
     rng: np.random.Generator,
     *,
-    shift: float = 1.0,
-    lookback: int = LOOKBACK,
-    steps: int = STEPS,
-) -> Draws:
-    """Draw ``trials`` independent histories of ``lookback`` ancestor runs plus one current
-    run whose true step time is ``shift`` × the ancestors'."""
-    history = STEP_US * ar1_lognormal(rng, (trials, lookback, steps), scenario.sigma, scenario.phi)
-    history *= run_modes(rng, (trials, lookback, 1), scenario.mode_gap)
-    current = STEP_US * ar1_lognormal(rng, (trials, steps), scenario.sigma, scenario.phi)
-    current *= run_modes(rng, (trials, 1), scenario.mode_gap)
-    current = add_stalls(
-        rng, current, scenario.stall_steps, scenario.stall_low, scenario.stall_high
+    level: float = 1.0,
+    stats: Statistics = STATISTICS,
+    lookback: int | None = None,
+) -> StoreDraws:
+    """Baselines recorded in ``lookback`` sessions and a current run whose true step time is
+    ``level`` × that of the nearest baseline's code."""
+    sessions = lookback if lookback is not None else stats.lookback
+    shape = (trials, sessions, stats.processes, stats.max_rounds)
+    steps = round_steps(rng, shape, scenario)
+    ancestors = np.ones(sessions)
+    if scenario.ancestors:
+        ancestors[:] = scenario.ancestors[-1]
+        known = min(sessions, len(scenario.ancestors))
+        ancestors[:known] = scenario.ancestors[:known]
+    session_sd = scenario.drift / math.sqrt(2)
+    base_sessions = session_sd * rng.standard_normal((trials, sessions)) + np.log(ancestors)
+    base_levels = base_sessions[..., None] + process_levels(rng, shape[:3], scenario)
+    baselines = log_medians(steps) + base_levels[..., None]
+    current_steps = round_steps(rng, (trials, stats.max_rounds), scenario)
+    current_level = (
+        session_sd * rng.standard_normal(trials)
+        + process_levels(rng, (trials,), scenario)
+        + math.log(level)
     )
-    return Draws(history=history, current=current * shift)
-
-
-# --------------------------------------------------------------------------------------
-# Rules: each maps a cell's draws to one verdict per trial ("regression" is the alarm).
-
-
-def _verdicts(alarm: BoolArray) -> Verdicts:
-    return np.where(alarm, REGRESSION, PASS).astype(object)
-
-
-def step_time_rule() -> MetricRule:
-    """perfgate's default gated step-time rule (+5% on the median)."""
-    return default_rules().metrics["step_time"]
-
-
-def perfgate_rule(draws: Draws, *, history: bool = True) -> Verdicts:
-    """perfgate's own decision on every trial, default settings: each ancestor run is one
-    round of one process (``history``: the look-back's runs since the last step change join
-    the baseline side, as ``compare_runs`` does); with a single baseline and a single current
-    run, the steps are the replicates (:func:`judge_steps`)."""
-    rule, stats = step_time_rule(), default_rules().statistics
-    log_medians = np.log(np.median(draws.history, axis=2))
-    current = np.log(np.median(draws.current, axis=1))
-    out = np.empty(draws.trials, dtype=object)
-    for i in range(draws.trials):
-        if not history:
-            judgement = judge_steps(rule, draws.baseline[i], draws.current[i], stats)
-        else:
-            sessions = [RoundValues(np.array([m]), np.array([0])) for m in log_medians[i]]
-            kept = look_back(sessions, rule, stats, log=True)
-            if kept == 1:  # one round a side: as compare_runs, the steps are the replicates
-                judgement = judge_steps(rule, draws.baseline[i], draws.current[i], stats)
-                out[i] = judgement.status.value
-                continue
-            judgement = judge_rounds(
-                rule,
-                sessions[0],
-                RoundValues(np.array([current[i]]), np.array([0])),
-                stats,
-                history=sessions[1:kept],
-                log=True,
-            )
-        out[i] = judgement.status.value
-    return out
-
-
-def asv_rule(draws: Draws, *, factor: float = 1.1) -> Verdicts:
-    """asv compare: worse when the samples differ (two-sided Mann–Whitney p < 0.002) and the
-    result (the median) grew by more than ``factor``."""
-    p = mannwhitneyu(draws.current, draws.baseline, alternative="two-sided", axis=1).pvalue
-    ratio = np.median(draws.current, axis=1) / np.median(draws.baseline, axis=1)
-    return _verdicts((np.asarray(p) < 0.002) & (ratio > factor))
-
-
-def pytest_benchmark_rule(draws: Draws, *, limit: float = 0.05) -> Verdicts:
-    """pytest-benchmark ``--benchmark-compare-fail=mean:5%``: the mean grew by more than 5%."""
-    change = draws.current.mean(axis=1) / draws.baseline.mean(axis=1) - 1.0
-    return _verdicts(change > limit)
-
-
-def github_action_benchmark_rule(draws: Draws, *, ratio: float = 2.0) -> Verdicts:
-    """github-action-benchmark: one value per run (the mean); alert when current / previous
-    exceeds ``alert-threshold`` (200% by default)."""
-    return _verdicts(draws.current.mean(axis=1) / draws.baseline.mean(axis=1) > ratio)
-
-
-ORACLE_FALSE_ALARM = 0.01
-ORACLE_CALIBRATION_RUNS = 20_000
-
-
-def oracle_threshold(scenario: Scenario, rng: np.random.Generator) -> float:
-    """The current-run median (relative to the true unchanged step time) that unchanged runs
-    exceed with probability ``ORACLE_FALSE_ALARM``, from independent calibration draws."""
-    calibration = draw(scenario, ORACLE_CALIBRATION_RUNS, rng, lookback=1)
-    return float(np.quantile(np.median(calibration.current, axis=1) / STEP_US, 0.99))
-
-
-def oracle_rule(draws: Draws, threshold: float) -> Verdicts:
-    """Not a usable rule: a reference that knows the true unchanged step time and the noise
-    model, and alarms when the current run's median exceeds ``threshold`` × it. Its
-    detection bounds what any rule judging one current run's median can reach at
-    ``ORACLE_FALSE_ALARM`` false alarms."""
-    return _verdicts(np.median(draws.current, axis=1) / STEP_US > threshold)
+    current = log_medians(current_steps) + current_level[:, None]
+    r = stats.rounds
+    first = steps[:, 0, :, :r, :] * np.exp(base_levels[:, 0, :, None, None])
+    return StoreDraws(
+        baselines=baselines,
+        current=current,
+        baseline_steps=STEP_US * first.reshape(trials, -1),
+        current_steps=STEP_US
+        * (current_steps[:, :r, :] * np.exp(current_level)[:, None, None]).reshape(trials, -1),
+    )
 
 
 @dataclass(frozen=True)
-class Rule:
+class ABDraws:
+    """A/B mode: ``pairs`` pairs of fresh processes, base and head in ABBA order."""
+
+    base: FloatArray  # (trials, pairs, rounds) log round values
+    head: FloatArray
+    base_steps: FloatArray  # (trials, pairs × rounds × STEPS)
+    head_steps: FloatArray
+
+    @property
+    def trials(self) -> int:
+        return int(self.base.shape[0])
+
+    def first(self, pairs: int) -> ABDraws:
+        """The first ``pairs`` pairs (the session stopped there)."""
+        per = self.base_steps.shape[1] // self.base.shape[1]
+        return ABDraws(
+            self.base[:, :pairs],
+            self.head[:, :pairs],
+            self.base_steps[:, : pairs * per],
+            self.head_steps[:, : pairs * per],
+        )
+
+
+def ab_order(pairs: int) -> tuple[IntArray, IntArray]:
+    """Slots (run order) of the base and head process of each pair: ABBA ABBA…"""
+    index = np.arange(pairs)
+    base = 2 * index + (index % 2)
+    return base.astype(np.int64), (2 * index + 1 - (index % 2)).astype(np.int64)
+
+
+def draw_ab(
+    scenario: Scenario,
+    trials: int,
+    rng: np.random.Generator,
+    *,
+    level: float = 1.0,
+    pairs: int = AB_PAIRS,
+    stats: Statistics = STATISTICS,
+) -> ABDraws:
+    """An A/B session: 2 × ``pairs`` fresh processes of ``rounds`` rounds, one after the
+    other in ABBA order; the head's true step time is ``level`` × the base's. Within the
+    session the level drifts linearly by δ ~ N(0, drift) from the first slot to the last."""
+    slots = 2 * pairs
+    steps = round_steps(rng, (trials, slots, stats.rounds), scenario)
+    levels = process_levels(rng, (trials, slots), scenario)
+    if scenario.drift:
+        ramp = np.linspace(0.0, 1.0, slots)
+        levels += scenario.drift * rng.standard_normal(trials)[:, None] * ramp[None, :]
+    base_slot, head_slot = ab_order(pairs)
+    levels[:, head_slot] += math.log(level)
+    values = log_medians(steps) + levels[..., None]
+    scaled = STEP_US * steps * np.exp(levels)[..., None, None]
+    return ABDraws(
+        base=values[:, base_slot],
+        head=values[:, head_slot],
+        base_steps=scaled[:, base_slot].reshape(trials, -1),
+        head_steps=scaled[:, head_slot].reshape(trials, -1),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# perfgate's decision, as the pytest plugin drives it
+
+
+def recorded_rounds(process_rounds: FloatArray, stats: Statistics = STATISTICS) -> IntArray:
+    """How many rounds each process of a ``--perfgate-update`` baseline measured: the
+    first (the session's own) adds ``rounds`` while the spread of its round values exceeds
+    ``max_cv`` (``fixture._record_baseline`` / ``_round_noise``: the SD of one process's log
+    round values, as a relative spread); the other processes measure ``rounds``.
+
+    ``process_rounds``: (..., processes, max_rounds) log round values."""
+    counts = np.full(process_rounds.shape[:-1], stats.rounds, dtype=np.int64)
+    first = counts[..., 0]
+    for more in range(stats.rounds, stats.max_rounds, stats.rounds):
+        noisy = np.expm1(process_rounds[..., 0, :more].std(axis=-1, ddof=1)) > stats.max_cv
+        first[(first == more) & noisy] = more + stats.rounds
+    return counts
+
+
+def baseline_side(process_rounds: FloatArray, counts: IntArray) -> RoundValues:
+    """One baseline's round values (processes × max_rounds) as the merged record has them."""
+    values = [process_rounds[p, : counts[p]] for p in range(process_rounds.shape[0])]
+    labels = [np.full(counts[p], p, dtype=np.int64) for p in range(process_rounds.shape[0])]
+    return RoundValues(np.concatenate(values), np.concatenate(labels))
+
+
+def _one_process(values: FloatArray) -> RoundValues:
+    return RoundValues(values, np.zeros(values.size, dtype=np.int64))
+
+
+def looks(stats: Statistics = STATISTICS) -> list[tuple[int, Look]]:
+    """The looks of a current run as ``fixture._gate`` takes them: after ``rounds``,
+    2 × ``rounds``… rounds; look k spends the increment of the Pocock-type spending
+    function at information ``rounds / max_rounds``; the last spends what is left."""
+    out: list[tuple[int, Look]] = []
+    spent, rounds = 0.0, stats.rounds
+    while True:
+        final = rounds + stats.rounds > stats.max_rounds
+        fraction = min(rounds / stats.max_rounds, 1.0)
+        cumulative = stats.alpha if final else spending_pocock(stats.alpha, fraction)
+        out.append((rounds, Look(alpha=max(cumulative - spent, 0.0), final=final)))
+        spent = cumulative
+        if final:
+            return out
+        rounds += stats.rounds
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One judged comparison: its status, the rounds the current run measured, and the
+    first look's judgement (for the guard ablations)."""
+
+    status: str
+    rounds: int
+    first: MetricJudgement
+
+
+def gate(
+    sessions: Sequence[RoundValues],
+    kept: int,
+    current: FloatArray,
+    stats: Statistics = STATISTICS,
+    schedule: Sequence[tuple[int, Look]] | None = None,
+) -> Outcome:
+    """The plugin's loop (``fixture._gate`` over ``compare_runs``): judge after each batch
+    of rounds, stop at the first conclusive look or the last one (``schedule``: other looks
+    than the plugin's, for the guards' variants and the tests). ``sessions``: baselines
+    nearest first; ``kept``: how many of them :func:`look_back` keeps."""
+    rule = step_time_rule()
+    first: MetricJudgement | None = None
+    outcome: Outcome | None = None
+    for rounds, look in schedule if schedule is not None else looks(stats):
+        judgement = judge_rounds(
+            rule,
+            sessions[0],
+            _one_process(current[:rounds]),
+            stats,
+            history=sessions[1:kept],
+            history_left_out=len(sessions) - kept,
+            look=look,
+            log=True,
+        )
+        first = first or judgement
+        outcome = Outcome(judgement.status.value, rounds, first)
+        if look.final or not judgement.inconclusive:
+            break
+    assert outcome is not None, "a schedule of no looks"
+    return outcome
+
+
+def judge_ab(draws: ABDraws, trial: int, stats: Statistics = STATISTICS) -> str:
+    """perfgate's paired verdict on one A/B session (one look, all of α)."""
+    pairs = draws.base.shape[1]
+    labels = np.repeat(np.arange(pairs, dtype=np.int64), draws.base.shape[2])
+    judgement = judge_rounds(
+        step_time_rule(),
+        RoundValues(draws.base[trial].ravel(), labels),
+        RoundValues(draws.head[trial].ravel(), labels),
+        stats,
+        look=Look(stats.alpha, final=True),
+        log=True,
+        paired=True,
+    )
+    return judgement.status.value
+
+
+# --------------------------------------------------------------------------------------
+# The anchors' rules, on the steps (vectorised over trials)
+
+
+def asv_rule(current: FloatArray, baseline: FloatArray, factor: float = 1.1) -> BoolArray:
+    """asv compare: worse when the samples differ (two-sided Mann–Whitney p < 0.002) and the
+    median grew by more than ``factor``."""
+    p = np.asarray(mannwhitneyu(current, baseline, alternative="two-sided", axis=1).pvalue)
+    ratio = np.median(current, axis=1) / np.median(baseline, axis=1)
+    return np.asarray((p < 0.002) & (ratio > factor))
+
+
+def pytest_benchmark_rule(current: FloatArray, baseline: FloatArray) -> BoolArray:
+    """pytest-benchmark ``--benchmark-compare-fail=mean:5%``."""
+    return np.asarray(current.mean(axis=1) / baseline.mean(axis=1) > 1.05)
+
+
+def github_action_benchmark_rule(
+    current: FloatArray, baseline: FloatArray, ratio: float = 2.0
+) -> BoolArray:
+    """github-action-benchmark: one value per run (the mean); alert when current / previous
+    exceeds ``alert-threshold`` (200% by default)."""
+    return np.asarray(current.mean(axis=1) / baseline.mean(axis=1) > ratio)
+
+
+ANCHORS: tuple[tuple[str, str, Callable[[FloatArray, FloatArray], BoolArray]], ...] = (
+    ("asv-1.1", "asv, factor 1.1 (its default)", asv_rule),
+    ("asv-1.05", "asv, factor 1.05", lambda c, b: asv_rule(c, b, 1.05)),
+    ("pytest-benchmark", "pytest-benchmark `mean:5%`", pytest_benchmark_rule),
+    ("gab-200", "github-action-benchmark 200% (its default)", github_action_benchmark_rule),
+    (
+        "gab-105",
+        "github-action-benchmark 105%",
+        lambda c, b: github_action_benchmark_rule(c, b, 1.05),
+    ),
+)
+
+
+# --------------------------------------------------------------------------------------
+# Modes and variants judged in a cell
+
+
+@dataclass(frozen=True)
+class Mode:
     key: str
     label: str
-    judge: Callable[[Draws], Verdicts] | None  # None: judged specially (the oracle)
 
 
-def _perfgate_single(draws: Draws) -> Verdicts:
-    return perfgate_rule(draws, history=False)
-
-
-def _asv_105(draws: Draws) -> Verdicts:
-    return asv_rule(draws, factor=1.05)
-
-
-def _gab_105(draws: Draws) -> Verdicts:
-    return github_action_benchmark_rule(draws, ratio=1.05)
-
-
-RULES: tuple[Rule, ...] = (
-    Rule("perfgate", f"perfgate, look-back {LOOKBACK} (default)", perfgate_rule),
-    Rule("perfgate-1", "perfgate, single baseline", _perfgate_single),
-    Rule("asv-1.1", "asv, factor 1.1 (its default)", asv_rule),
-    Rule("asv-1.05", "asv, factor 1.05", _asv_105),
-    Rule("pytest-benchmark", "pytest-benchmark `mean:5%`", pytest_benchmark_rule),
-    Rule("gab-200", "github-action-benchmark 200% (its default)", github_action_benchmark_rule),
-    Rule("gab-105", "github-action-benchmark 105%", _gab_105),
-    Rule("oracle", "reference: oracle at 1% false alarms (not a rule)", None),
+MODES: tuple[Mode, ...] = (
+    Mode("store-1", "store, first baseline"),
+    Mode("store-8", f"store, look-back {STATISTICS.lookback}"),
+    Mode("ab", f"A/B, {AB_PAIRS} pairs"),
 )
-# Anchors judged at perfgate's own +5% threshold: the fair comparison.
-SAME_THRESHOLD = ("asv-1.05", "pytest-benchmark", "gab-105")
+# What each guard buys, on the first-baseline store draws (same draws, other settings):
+GUARDS: tuple[Mode, ...] = (
+    Mode("store-1", "the rule (adaptive rounds, α spent over the looks)"),
+    Mode("one-look", "one look of 5 rounds, all of α (no adaptive rounds)"),
+    Mode("no-spending", "adaptive rounds, all of α at every look (no spending)"),
+    Mode("effect-only", "effect alone: +5% on the centres, first look"),
+    Mode("store-8", f"with the look-back of {STATISTICS.lookback} ancestors"),
+)
+
+
+@dataclass
+class Tally:
+    """Verdict counts of one (scenario, cell, variant)."""
+
+    trials: int = 0
+    regression: int = 0
+    unstable: int = 0
+    improvement: int = 0
+    rounds: int = 0
+
+    def add(self, status: str, rounds: int = 0) -> None:
+        self.trials += 1
+        self.regression += status == REGRESSION
+        self.unstable += status == UNSTABLE
+        self.improvement += status == IMPROVEMENT
+        self.rounds += rounds
+
+    def add_alarms(self, alarms: BoolArray) -> None:
+        self.trials += int(alarms.size)
+        self.regression += int(np.count_nonzero(alarms))
+
+
+@dataclass(frozen=True)
+class Task:
+    scenario: int
+    cell: int
+    chunk: int
+    trials: int
+    seed: int
+    stats: Statistics = STATISTICS
+    ab_pairs: int = AB_PAIRS
+    guards: bool = True
+    anchors: bool = True
+    ab_sweep: tuple[int, ...] = ()
+    lookback: bool = True
+    store: bool = True
+    ab: bool = True
+
+
+def _no_spending(stats: Statistics) -> list[tuple[int, Look]]:
+    return [(rounds, Look(stats.alpha, look.final)) for rounds, look in looks(stats)]
+
+
+def judge_cell(task: Task) -> dict[str, Tally]:
+    """Draw one chunk of a cell and judge it with every mode and variant."""
+    scenario = SCENARIOS[task.scenario]
+    name, level = cells_of(scenario)[task.cell]
+    stats = task.stats
+    seq = np.random.SeedSequence([task.seed, task.scenario, task.cell, task.chunk])
+    store_rng, ab_rng = (np.random.default_rng(s) for s in seq.spawn(2))
+    tallies: dict[str, Tally] = {}
+
+    def tally(key: str) -> Tally:
+        return tallies.setdefault(key, Tally())
+
+    if task.store:
+        _judge_store(task, store_rng, level, name in (NULL, SHIFT), tally)
+    if not task.ab:
+        return tallies
+    pairs = max((task.ab_pairs, *task.ab_sweep))
+    ab = draw_ab(scenario, task.trials, ab_rng, level=level, pairs=pairs, stats=stats)
+    for count in sorted({task.ab_pairs, *task.ab_sweep}):
+        some = ab.first(count)
+        key = "ab" if count == task.ab_pairs else f"ab-{count}"
+        for i in range(some.trials):
+            tally(key).add(judge_ab(some, i, stats), 2 * count * stats.rounds)
+        if count == task.ab_pairs and count in task.ab_sweep:
+            tallies[f"ab-{count}"] = tallies["ab"]
+    if task.anchors:
+        some = ab.first(task.ab_pairs)
+        tally("ab-asv-1.05").add_alarms(asv_rule(some.head_steps, some.base_steps, 1.05))
+    return tallies
+
+
+def _judge_store(
+    task: Task,
+    rng: np.random.Generator,
+    level: float,
+    guards: bool,
+    tally: Callable[[str], Tally],
+) -> None:
+    """The store-mode part of a cell: first baseline, look-back, the guards' variants
+    (``guards``: unchanged and +8% cells only) and the anchors, on the same draws."""
+    scenario, stats = SCENARIOS[task.scenario], task.stats
+    store = draw_store(
+        scenario,
+        task.trials,
+        rng,
+        level=level,
+        stats=stats,
+        lookback=stats.lookback if task.lookback else 1,
+    )
+    counts = recorded_rounds(store.baselines, stats)
+    one_look = [(stats.rounds, Look(stats.alpha, final=True))]
+    no_spending = _no_spending(stats)
+    threshold = step_time_rule().threshold.value
+    for i in range(store.trials):
+        sessions = [
+            baseline_side(store.baselines[i, s], counts[i, s])
+            for s in range(store.baselines.shape[1])
+        ]
+        single = gate(sessions, 1, store.current[i], stats)
+        tally("store-1").add(single.status, single.rounds)
+        if task.lookback:
+            kept = look_back(sessions, step_time_rule(), stats, log=True)
+            pooled = gate(sessions, kept, store.current[i], stats)
+            tally("store-8").add(pooled.status, pooled.rounds)
+            tally("kept").add("", kept)
+        tally("baseline-rounds").add("", int(counts[i, 0].sum()))
+        if task.guards and guards and task.chunk < GUARD_CHUNKS:
+            once = gate(sessions, 1, store.current[i], stats, one_look)
+            tally("one-look").add(once.status, once.rounds)
+            # Its first look is one-look's, conclusive unless that said unstable.
+            always = once
+            if once.status == UNSTABLE:
+                always = gate(sessions, 1, store.current[i], stats, no_spending[1:])
+            tally("no-spending").add(always.status, always.rounds)
+            effect = single.first.change > threshold
+            tally("effect-only").add(REGRESSION if effect else "pass", stats.rounds)
+    if task.anchors:
+        for key, _, anchor in ANCHORS:
+            tally(key).add_alarms(anchor(store.current_steps, store.baseline_steps))
+
+
+# --------------------------------------------------------------------------------------
+# The oracle: a bound, not a rule
+
+
+def oracle_detection(
+    scenario: Scenario, seed: int, stats: Statistics = STATISTICS, trials: int = TRIALS
+) -> float:
+    """Detection of +8% by an oracle that knows the code's true step time and the noise
+    model and alarms when the current run's centre (all ``max_rounds`` rounds) exceeds the
+    99th percentile of unchanged runs' centres: what any rule judging one current process
+    can reach at 1% false alarms, however good its baseline."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 99, SCENARIOS.index(scenario)]))
+
+    def centres(count: int, level: float) -> FloatArray:
+        draws = draw_store(scenario, count, rng, level=level, stats=stats, lookback=1)
+        return np.asarray(draws.current.mean(axis=1))
+
+    null = np.concatenate([centres(2000, 1.0) for _ in range(ORACLE_CALIBRATION_RUNS // 2000)])
+    limit = float(np.quantile(null, 1.0 - ORACLE_FALSE_ALARM))
+    return float(np.mean(centres(trials, TRUE_SHIFT) > limit))
 
 
 # --------------------------------------------------------------------------------------
 # The experiment
-
-
-def _cell(task: tuple[int, int, int, int]) -> list[dict[str, object]]:
-    """One (scenario, null|shift) cell: draw once, judge with every rule."""
-    scenario_index, shifted, trials, seed = task
-    scenario = SCENARIOS[scenario_index]
-    # Independent, order-free streams: the same (seed, scenario, cell) gives the same draws
-    # however the cells are scheduled; the oracle calibrates on a third stream.
-    rng = np.random.default_rng(np.random.SeedSequence([seed, scenario_index, shifted]))
-    draws = draw(scenario, trials, rng, shift=TRUE_SHIFT if shifted else 1.0)
-    calibration = np.random.default_rng(np.random.SeedSequence([seed, scenario_index, 2]))
-    threshold = oracle_threshold(scenario, calibration)
-    rows: list[dict[str, object]] = []
-    for rule in RULES:
-        verdicts = rule.judge(draws) if rule.judge else oracle_rule(draws, threshold)
-        rows.append(
-            {
-                "scenario": scenario.name,
-                "rule": rule.key,
-                "shifted": bool(shifted),
-                "trials": trials,
-                "alarms": int(np.count_nonzero(verdicts == REGRESSION)),
-                "unstable": int(np.count_nonzero(verdicts == UNSTABLE)),
-            }
-        )
-    return rows
-
-
-def run(
-    trials: int = TRIALS,
-    seed: int = SEED,
-    jobs: int = 1,
-    scenarios: Sequence[str] | None = None,
-) -> pd.DataFrame:
-    """Measure every rule in every scenario (or only the named ``scenarios``). One row per
-    (scenario, rule): ``false_alarm`` and ``detection`` (fractions of ``trials``),
-    ``unstable_null`` / ``unstable_shift`` (perfgate's advisory verdict, never an alarm) and
-    the Wilson 95% bounds ``false_alarm_hi`` and ``detection_lo``."""
-    names = [s.name for s in SCENARIOS]
-    chosen = names if scenarios is None else [n for n in names if n in scenarios]
-    unknown = set(scenarios or ()) - set(names)
-    if unknown:
-        raise ValueError(f"unknown scenarios {sorted(unknown)}; known: {names}")
-    tasks = [(names.index(n), shifted, trials, seed) for n in chosen for shifted in (0, 1)]
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            cells = list(pool.map(_cell, tasks))
-    else:
-        cells = [_cell(task) for task in tasks]
-    long = pd.DataFrame([row for cell in cells for row in cell])
-    null = long[~long["shifted"]].set_index(["scenario", "rule"])
-    shift = long[long["shifted"]].set_index(["scenario", "rule"])
-    table = pd.DataFrame(
-        {
-            "trials": null["trials"],
-            "false_alarm": null["alarms"] / null["trials"],
-            "detection": shift["alarms"] / shift["trials"],
-            "unstable_null": null["unstable"] / null["trials"],
-            "unstable_shift": shift["unstable"] / shift["trials"],
-        }
-    )
-    table["false_alarm_hi"] = [wilson(k, n)[1] for k, n in zip(null["alarms"], null["trials"])]
-    table["detection_lo"] = [wilson(k, n)[0] for k, n in zip(shift["alarms"], shift["trials"])]
-    order = pd.MultiIndex.from_product([chosen, [r.key for r in RULES]])
-    return table.reindex(order).rename_axis(["scenario", "rule"]).reset_index()
 
 
 def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
@@ -373,200 +724,426 @@ def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def _chunks(trials: int) -> list[int]:
+    sizes = [CHUNK] * (trials // CHUNK)
+    if trials % CHUNK:
+        sizes.append(trials % CHUNK)
+    return sizes
+
+
+def _scenario_indices(scenarios: Iterable[str] | None) -> list[int]:
+    names = [s.name for s in SCENARIOS]
+    if scenarios is None:
+        return list(range(len(SCENARIOS)))
+    unknown = sorted(set(scenarios) - set(names))
+    if unknown:
+        raise ValueError(f"unknown scenarios {unknown}; known: {names}")
+    return [names.index(n) for n in names if n in set(scenarios)]
+
+
+@dataclass
+class Results:
+    """Long table of tallies (one row per scenario × cell × variant) and its settings."""
+
+    long: pd.DataFrame
+    trials: int
+    seed: int
+    stats: Statistics
+    ab_pairs: int
+    oracle: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def tally(self, scenario: str, cell: str, key: str) -> pd.Series:
+        rows = self.long[
+            (self.long["scenario"] == scenario)
+            & (self.long["cell"] == cell)
+            & (self.long["variant"] == key)
+        ]
+        if len(rows) != 1:
+            raise KeyError((scenario, cell, key))
+        return rows.iloc[0]
+
+    def rate(self, scenario: str, cell: str, key: str, what: str = "regression") -> float:
+        row = self.tally(scenario, cell, key)
+        return float(row[what]) / float(row["trials"])
+
+    def interval(
+        self, scenario: str, cell: str, key: str, what: str = "regression"
+    ) -> tuple[float, float]:
+        row = self.tally(scenario, cell, key)
+        return wilson(int(row[what]), int(row["trials"]))
+
+    def mean_rounds(self, scenario: str, cell: str, key: str) -> float:
+        row = self.tally(scenario, cell, key)
+        return float(row["rounds"]) / float(row["trials"])
+
+    @property
+    def scenarios(self) -> list[str]:
+        return list(dict.fromkeys(self.long["scenario"]))
+
+    def has(self, key: str) -> bool:
+        return bool((self.long["variant"] == key).any())
+
+    def save(self, path: Path) -> None:
+        """The tallies and settings as JSON (``--load`` renders them again)."""
+        data = {
+            "trials": self.trials,
+            "seed": self.seed,
+            "stats": vars(self.stats),
+            "ab_pairs": self.ab_pairs,
+            "oracle": self.oracle,
+            "seconds": self.seconds,
+            "long": self.long.to_dict(orient="records"),
+        }
+        path.write_text(json.dumps(data, indent=1, default=_plain), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Results:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(
+            long=pd.DataFrame(data["long"]),
+            trials=int(data["trials"]),
+            seed=int(data["seed"]),
+            stats=Statistics(**data["stats"]),
+            ab_pairs=int(data["ab_pairs"]),
+            oracle={k: float(v) for k, v in data["oracle"].items()},
+            seconds=float(data["seconds"]),
+        )
+
+
+def _plain(value: object) -> object:
+    """numpy scalars as Python numbers, for JSON."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
+
+
+def run(
+    trials: int = TRIALS,
+    seed: int = SEED,
+    jobs: int = 1,
+    scenarios: Sequence[str] | None = None,
+    *,
+    stats: Statistics = STATISTICS,
+    ab_pairs: int = AB_PAIRS,
+    guards: bool = True,
+    anchors: bool = True,
+    ab_sweep: Sequence[int] = (),
+    oracle: bool = False,
+    lookback: bool = True,
+    store: bool = True,
+    ab: bool = True,
+    cells: Sequence[str] | None = None,
+) -> Results:
+    """Judge every cell of the chosen scenarios (or only the named ``cells``); ``trials``
+    per cell. ``ab_sweep``: also judge A/B sessions stopped after these many pairs (on
+    prefixes of the same sessions); ``store=False``: A/B only; ``ab=False``: no A/B."""
+    started = time.perf_counter()
+    tasks = [
+        Task(
+            scenario=index,
+            cell=cell,
+            chunk=chunk,
+            trials=size,
+            seed=seed,
+            stats=stats,
+            ab_pairs=ab_pairs,
+            guards=guards,
+            anchors=anchors,
+            ab_sweep=tuple(ab_sweep),
+            lookback=lookback,
+            store=store,
+            ab=ab,
+        )
+        for index in _scenario_indices(scenarios)
+        for cell, (name, _) in enumerate(cells_of(SCENARIOS[index]))
+        if cells is None or name in cells
+        for chunk, size in enumerate(_chunks(trials))
+    ]
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            parts = list(pool.map(judge_cell, tasks, chunksize=1))
+    else:
+        parts = [judge_cell(task) for task in tasks]
+    merged: dict[tuple[str, str, str], Tally] = {}
+    for task, part in zip(tasks, parts):
+        scenario = SCENARIOS[task.scenario]
+        cell = cells_of(scenario)[task.cell][0]
+        for key, t in part.items():
+            total = merged.setdefault((scenario.name, cell, key), Tally())
+            total.trials += t.trials
+            total.regression += t.regression
+            total.unstable += t.unstable
+            total.improvement += t.improvement
+            total.rounds += t.rounds
+    long = pd.DataFrame(
+        [{"scenario": s, "cell": c, "variant": k, **vars(t)} for (s, c, k), t in merged.items()]
+    )
+    results = Results(long=long, trials=trials, seed=seed, stats=stats, ab_pairs=ab_pairs)
+    if oracle:
+        for index in _scenario_indices(scenarios):
+            scenario = SCENARIOS[index]
+            results.oracle[scenario.name] = oracle_detection(scenario, seed, stats, trials)
+    results.seconds = time.perf_counter() - started
+    return results
+
+
 # --------------------------------------------------------------------------------------
-# Diagnostics: the numbers behind the explanations in docs/verdict-quality.md
-
-
-def _null_draws(name: str, trials: int, seed: int) -> Draws:
-    """The unchanged cell of scenario ``name``: the very draws :func:`run` judges."""
-    index = [s.name for s in SCENARIOS].index(name)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, index, 0]))
-    return draw(SCENARIOS[index], trials, rng)
-
-
-def diagnostics(trials: int = TRIALS, seed: int = SEED) -> dict[str, float]:
-    """Why perfgate's rule behaves as it does, on the unchanged cells of :func:`run`:
-
-    * ``bimodal_slow_over_fast``: share of bimodal trials whose current run sits in the slow
-      mode and baseline in the fast one (median above / below the modes' mid-point);
-      ``bimodal_alarm_given_slow_over_fast``: perfgate's alarm rate among them;
-    * ``top_of_lookback``: with 2% noise, how often an unchanged current run's median is
-      above all the look-back medians (1 / (lookback + 1) for exchangeable runs);
-    * ``mwu_p_below_alpha`` / ``mwu_p_below_alpha_independent``: how often the one-sided
-      Mann–Whitney test gives p < α on unchanged runs, with φ = 0.5 and with independent
-      steps (φ = 0, otherwise the same draws' scenario)."""
-    alpha = default_rules().statistics.alpha
-    bimodal = _null_draws("bimodal runs", trials, seed)
-    mid = STEP_US * (1.0 + next(s.mode_gap for s in SCENARIOS if s.name == "bimodal runs") / 2)
-    slow_over_fast = (np.median(bimodal.current, axis=1) > mid) & (
-        np.median(bimodal.baseline, axis=1) < mid
-    )
-    alarms = perfgate_rule(bimodal) == REGRESSION
-    noise = _null_draws("noise 2%", trials, seed)
-    top = np.median(noise.current, axis=1) > np.median(noise.history, axis=2).max(axis=1)
-    p = mannwhitneyu(noise.current, noise.baseline, alternative="greater", axis=1).pvalue
-    independent = next(s for s in SCENARIOS if s.name == "noise 2%")
-    rng = np.random.default_rng(np.random.SeedSequence([seed, len(SCENARIOS), 0]))
-    iid = draw(Scenario("iid", "", sigma=independent.sigma, phi=0.0), trials, rng)
-    p_iid = mannwhitneyu(iid.current, iid.baseline, alternative="greater", axis=1).pvalue
-    corrected = np.array(
-        [mann_whitney_p(c, b, greater=True) for c, b in zip(noise.current, noise.baseline)]
-    )
-    return {
-        "bimodal_slow_over_fast": float(slow_over_fast.mean()),
-        "bimodal_alarm_given_slow_over_fast": float(alarms[slow_over_fast].mean()),
-        "top_of_lookback": float(top.mean()),
-        "mwu_p_below_alpha": float((np.asarray(p) < alpha).mean()),
-        "mwu_p_below_alpha_independent": float((np.asarray(p_iid) < alpha).mean()),
-        "perfgate_p_below_alpha": float((corrected < alpha).mean()),
-    }
-
-
-def markdown_diagnostics(values: Mapping[str, float]) -> str:
-    alpha = default_rules().statistics.alpha
-    return (
-        "Diagnostics, on the unchanged cells above:\n\n"
-        f"- bimodal runs: the current run sits in the slow mode and the baseline in the fast "
-        f"one in {_pct(values['bimodal_slow_over_fast'])}% of trials; perfgate alarms on "
-        f"{_pct(values['bimodal_alarm_given_slow_over_fast'])}% of those.\n"
-        f"- noise 2%: the current median is above all {LOOKBACK} look-back medians in "
-        f"{_pct(values['top_of_lookback'])}% of trials (1/{LOOKBACK + 1} = "
-        f"{_pct(1 / (LOOKBACK + 1))}% for exchangeable runs).\n"
-        f"- noise 2%: one-sided Mann–Whitney p < {alpha:g} in "
-        f"{_pct(values['mwu_p_below_alpha'])}% of trials with φ = {PHI}, "
-        f"{_pct(values['mwu_p_below_alpha_independent'])}% with independent steps; "
-        f"perfgate's autocorrelation-corrected test: "
-        f"{_pct(values['perfgate_p_below_alpha'])}% with φ = {PHI}.\n"
-    )
-
-
-# --------------------------------------------------------------------------------------
-# Targets and report
-
-
-@dataclass(frozen=True)
-class Check:
-    what: str
-    met: bool
-    detail: str
+# Targets
 
 
 FALSE_ALARM_TARGET = 0.01
 DETECTION_TARGET = 0.95
 
 
-def compare_rates(ours: float, theirs: float, trials: int, *, higher_is_better: bool) -> str:
-    """ "better", "worse" or "tie" (within 1.96 standard errors of the difference)."""
-    se = math.sqrt((ours * (1 - ours) + theirs * (1 - theirs)) / trials)
-    gain = (ours - theirs) if higher_is_better else (theirs - ours)
-    if abs(gain) <= 1.96 * se:
-        return "tie"
-    return "better" if gain > 0 else "worse"
+@dataclass(frozen=True)
+class Check:
+    mode: str
+    what: str
+    met: bool
+    detail: str
 
 
-def check_targets(table: pd.DataFrame) -> list[Check]:
-    """The issue's targets for perfgate with its default look-back, in the target scenarios
-    present in ``table``: ≤1% false alarms, ≥95% detection of +8%, and better than each
-    same-threshold anchor — here: worse on neither count beyond sampling error."""
-    cell = table.set_index(["scenario", "rule"])
-    present = set(table["scenario"])
+def check_targets(results: Results) -> list[Check]:
+    """The issue's targets for each mode: ≤1% false alarms in every scenario, ≥95%
+    detection of +8% where the target applies, a 4× slower step always a regression, and
+    the step changes of the look-back never hiding a return to a slower code."""
     checks: list[Check] = []
-    for scenario in (s for s in SCENARIOS if s.target and s.name in present):
-        ours = cell.loc[(scenario.name, "perfgate")]
-        fa, det = float(ours["false_alarm"]), float(ours["detection"])
-        trials = int(ours["trials"])
-        checks.append(
-            Check(
-                f"{scenario.name}: false alarms ≤ {FALSE_ALARM_TARGET:.0%}",
-                fa <= FALSE_ALARM_TARGET,
-                f"{fa:.2%} (95% upper bound {float(ours['false_alarm_hi']):.2%})",
-            )
-        )
-        checks.append(
-            Check(
-                f"{scenario.name}: detection of +{TRUE_SHIFT - 1:.0%} ≥ {DETECTION_TARGET:.0%}",
-                det >= DETECTION_TARGET,
-                f"{det:.2%}",
-            )
-        )
-        for key in SAME_THRESHOLD:
-            anchor = cell.loc[(scenario.name, key)]
-            a_fa, a_det = float(anchor["false_alarm"]), float(anchor["detection"])
-            on_fa = compare_rates(fa, a_fa, trials, higher_is_better=False)
-            on_det = compare_rates(det, a_det, trials, higher_is_better=True)
+    for mode in MODES:
+        if not results.has(mode.key):
+            continue
+        for name in results.scenarios:
+            scenario = next(s for s in SCENARIOS if s.name == name)
+            fa = results.rate(name, NULL, mode.key)
+            lo, hi = results.interval(name, NULL, mode.key)
             checks.append(
                 Check(
-                    f"{scenario.name}: vs {_label(key)}",
-                    "worse" not in (on_fa, on_det),
-                    f"false alarms {fa:.2%} vs {a_fa:.2%} ({on_fa}), "
-                    f"detection {det:.2%} vs {a_det:.2%} ({on_det})",
+                    mode.key,
+                    f"{name}: false alarms ≤ {FALSE_ALARM_TARGET:.0%}",
+                    fa <= FALSE_ALARM_TARGET,
+                    f"{fa:.2%} (95% interval {lo:.2%}–{hi:.2%})",
                 )
             )
+            if scenario.detection_target:
+                det = results.rate(name, SHIFT, mode.key)
+                lo, hi = results.interval(name, SHIFT, mode.key)
+                checks.append(
+                    Check(
+                        mode.key,
+                        f"{name}: detection of +{TRUE_SHIFT - 1:.0%} ≥ {DETECTION_TARGET:.0%}",
+                        det >= DETECTION_TARGET,
+                        f"{det:.2%} (95% interval {lo:.2%}–{hi:.2%})",
+                    )
+                )
+            gross = results.rate(name, GROSS, mode.key)
+            unstable = results.rate(name, GROSS, mode.key, "unstable")
+            checks.append(
+                Check(
+                    mode.key,
+                    f"{name}: a 4× slower step is a regression",
+                    gross == 1.0,
+                    f"{gross:.2%} regression, {unstable:.2%} unstable",
+                )
+            )
+            for extra, _ in scenario.extra:
+                if mode.key == "ab":
+                    continue
+                caught = results.rate(name, extra, mode.key)
+                checks.append(
+                    Check(
+                        mode.key,
+                        f"{name}: {extra} is a regression",
+                        caught == 1.0,
+                        f"{caught:.2%}",
+                    )
+                )
     return checks
 
 
-def _label(key: str) -> str:
-    return next(r.label for r in RULES if r.key == key)
+# --------------------------------------------------------------------------------------
+# Report
 
 
 def _pct(value: float) -> str:
     return f"{value * 100:.1f}"
 
 
-def markdown_table(table: pd.DataFrame) -> str:
-    """Rules × scenarios; each cell "false alarms / detection" in percent."""
-    scenarios = list(dict.fromkeys(table["scenario"]))
-    cell = table.set_index(["scenario", "rule"])
+def mode_table(results: Results, key: str) -> str:
+    """One mode: per scenario, false alarms, detection, 4× caught, unstable and cost."""
+    lines = [
+        "| scenario | false alarms | detection +8% | 4× caught | unstable (null / +8%) | "
+        "rounds (null / +8%) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in results.scenarios:
+        rounds = (
+            f"{results.mean_rounds(name, NULL, key):.1f} / "
+            f"{results.mean_rounds(name, SHIFT, key):.1f}"
+        )
+        fa = results.rate(name, NULL, key)
+        det = results.rate(name, SHIFT, key)
+        lines.append(
+            f"| {name} | {_pct(fa)} | {_pct(det)} | {_pct(results.rate(name, GROSS, key))} | "
+            f"{_pct(results.rate(name, NULL, key, 'unstable'))} / "
+            f"{_pct(results.rate(name, SHIFT, key, 'unstable'))} | {rounds} |"
+        )
+    return "\n".join(lines)
+
+
+def extra_lines(results: Results) -> str:
+    """The extra cells (a return to a slower code behind step changes of the look-back)."""
+    out = []
+    for name in results.scenarios:
+        scenario = next(s for s in SCENARIOS if s.name == name)
+        for extra, level in scenario.extra:
+            parts = ", ".join(
+                f"{mode.label}: regression {_pct(results.rate(name, extra, mode.key))}%"
+                for mode in MODES
+                if mode.key != "ab" and results.has(mode.key)
+            )
+            out.append(f"- {name}, {extra} (+{level - 1:.0%} on the nearest baseline): {parts}")
+    return "\n".join(out)
+
+
+def anchors_table(results: Results) -> str:
+    """perfgate and the anchors on the same store-mode draws: false alarms / detection %."""
+    scenarios = results.scenarios
     lines = [
         "| rule | " + " | ".join(scenarios) + " |",
         "|---|" + "---:|" * len(scenarios),
     ]
-    for rule in RULES:
-        values = []
-        for name in scenarios:
-            row = cell.loc[(name, rule.key)]
-            text = f"{_pct(float(row['false_alarm']))} / {_pct(float(row['detection']))}"
-            if rule.key == "perfgate":
-                text = f"**{text}**"
-            elif rule.judge is None:
-                text = f"*{text}*"
-            values.append(text)
-        label = f"*{rule.label}*" if rule.judge is None else rule.label
-        lines.append(f"| {label} | " + " | ".join(values) + " |")
+    rows = [(m.key, m.label) for m in MODES if m.key != "ab"] + [
+        (key, label) for key, label, _ in ANCHORS
+    ]
+    for key, label in rows:
+        cells = [
+            f"{_pct(results.rate(n, NULL, key))} / {_pct(results.rate(n, SHIFT, key))}"
+            for n in scenarios
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    ab = [
+        f"{_pct(results.rate(n, NULL, 'ab'))} / {_pct(results.rate(n, SHIFT, 'ab'))}"
+        for n in scenarios
+    ]
+    label = f"perfgate A/B, {results.ab_pairs} pairs (its own draws)"
+    lines.append(f"| {label} | " + " | ".join(ab) + " |")
+    asv = [
+        f"{_pct(results.rate(n, NULL, 'ab-asv-1.05'))} / "
+        f"{_pct(results.rate(n, SHIFT, 'ab-asv-1.05'))}"
+        for n in scenarios
+    ]
+    lines.append("| asv 1.05 on the A/B draws (`asv continuous`) | " + " | ".join(asv) + " |")
+    if results.oracle:
+        bound = [f"1.0 / {_pct(results.oracle[n])}" for n in scenarios]
+        lines.append(
+            "| *bound: oracle on one current process, 15 rounds* | "
+            + " | ".join(f"*{b}*" for b in bound)
+            + " |"
+        )
     return "\n".join(lines)
 
 
-def markdown_report(
-    table: pd.DataFrame,
-    trials: int,
-    seed: int,
-    seconds: float,
-    diagnosed: Mapping[str, float] | None = None,
-) -> str:
-    """The table, perfgate's advisory ``unstable`` rates, the target checks and (given)
-    the :func:`diagnostics`."""
-    cell = table.set_index(["scenario", "rule"])
-    unstable = ", ".join(
-        f"{name} {_pct(float(cell.loc[(name, 'perfgate'), 'unstable_null']))} / "
-        f"{_pct(float(cell.loc[(name, 'perfgate'), 'unstable_shift']))}"
-        for name in dict.fromkeys(table["scenario"])
+def guards_table(results: Results) -> str:
+    """What each guard buys: variants on the same draws, false alarms / detection /
+    unstable (null) %, mean rounds (null)."""
+    scenarios = results.scenarios
+    lines = [
+        "| variant | " + " | ".join(scenarios) + " |",
+        "|---|" + "---:|" * len(scenarios),
+    ]
+    for mode in GUARDS:
+        if not results.has(mode.key):
+            continue
+        cells = [
+            f"{_pct(results.rate(n, NULL, mode.key))} / {_pct(results.rate(n, SHIFT, mode.key))}"
+            f" / {_pct(results.rate(n, NULL, mode.key, 'unstable'))}"
+            for n in scenarios
+        ]
+        lines.append(f"| {mode.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ab_pairs_table(results: Results, sweep: Sequence[int]) -> str:
+    """A/B with more or fewer pairs: false alarms / detection / unstable (null) %."""
+    scenarios = results.scenarios
+    lines = [
+        "| pairs (processes, rounds) | " + " | ".join(scenarios) + " |",
+        "|---|" + "---:|" * len(scenarios),
+    ]
+    for pairs in sweep:
+        key = f"ab-{pairs}"
+        if not results.has(key):
+            continue
+        cells = [
+            f"{_pct(results.rate(n, NULL, key))} / {_pct(results.rate(n, SHIFT, key))}"
+            f" / {_pct(results.rate(n, NULL, key, 'unstable'))}"
+            for n in scenarios
+        ]
+        label = f"{pairs} ({2 * pairs}, {2 * pairs * results.stats.rounds})"
+        if pairs == results.ab_pairs:
+            label = f"**{label}**"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_report(results: Results, sweep: Results | None = None) -> str:
+    """The tables and the target checks (``sweep``: the A/B pairs sweep, if run)."""
+    stats = results.stats
+    checks = check_targets(results)
+    by_mode = []
+    for mode in MODES:
+        if not results.has(mode.key):
+            continue
+        mine = [c for c in checks if c.mode == mode.key]
+        missed = [c for c in mine if not c.met]
+        lines = "\n".join(f"  - **missed**: {c.what} — {c.detail}" for c in missed)
+        by_mode.append(
+            f"- {mode.label}: {len(mine) - len(missed)} of {len(mine)} met"
+            + (f"\n{lines}" if lines else "")
+        )
+    baseline_rounds = results.long[results.long["variant"] == "baseline-rounds"]
+    mean_baseline = float(baseline_rounds["rounds"].sum() / baseline_rounds["trials"].sum())
+    text = [
+        f"{STEPS} steps a round, {stats.rounds} rounds a look, up to {stats.max_rounds}; "
+        f"baselines in {stats.processes} processes; α = {stats.alpha:g}; threshold +5%. "
+        f"{results.trials} trials per cell, seed {results.seed} "
+        f"(`python benchmarks/verdict_quality.py --trials {results.trials} --seed "
+        f"{results.seed}`; this run took {results.seconds:.0f} s). Rates in %. "
+        "*unstable* is advisory (never an alarm); *rounds* is what the current run measured "
+        f"(A/B: both sides, {results.ab_pairs} pairs × 2 × {stats.rounds}).",
+    ]
+    for mode in MODES:
+        if results.has(mode.key):
+            text.append(f"**perfgate, {mode.label}**\n\n{mode_table(results, mode.key)}")
+    extra = extra_lines(results)
+    if extra:
+        text.append(f"Returns to a slower code behind step changes of the look-back:\n\n{extra}")
+    text.append(
+        f"A baseline measured {mean_baseline:.1f} rounds on average in its first process "
+        f"(the others: {stats.rounds}; more while its round noise exceeds "
+        f"{stats.max_cv:.0%})."
     )
-    checks = "\n".join(
-        f"- {'met' if c.met else '**missed**'}: {c.what} — {c.detail}" for c in check_targets(table)
-    )
-    return (
-        f"Each cell: **false alarms % / detection %** — false alarms when nothing changed, "
-        f"detection when the current run's step time truly rose {TRUE_SHIFT - 1:.0%}. "
-        f"{STEPS} steps a side, {trials} trials per cell, seed {seed} "
-        f"(`python benchmarks/verdict_quality.py --trials {trials} --seed {seed}`; "
-        f"this run took {seconds:.0f} s).\n\n"
-        f"{markdown_table(table)}\n\n"
-        f"perfgate's advisory `unstable` verdict (never an alarm), unchanged / shifted, %: "
-        f"{unstable}.\n\n"
-        f"Targets, for perfgate with its default look-back in the issue's scenarios "
-        f'("tie": within 1.96 standard errors):\n\n'
-        f"{checks}\n" + (f"\n{markdown_diagnostics(diagnosed)}" if diagnosed else "")
-    )
+    if results.has("asv-1.1"):
+        text.append(
+            "**perfgate and the anchors on the same draws** (store mode: the anchors see all "
+            f"steps of the nearest baseline's first {stats.rounds} rounds in each process and "
+            f"of the current run's first {stats.rounds} rounds), false alarms / detection +8%:"
+            f"\n\n{anchors_table(results)}"
+        )
+    if results.has("one-look"):
+        guard_trials = int(results.tally(results.scenarios[0], NULL, "one-look")["trials"])
+        text.append(
+            "**What each guard buys** (store mode, first baseline unless said; the same "
+            f"draws, the variants on the first {guard_trials} trials of each cell), false "
+            f"alarms / detection +8% / unstable when unchanged:\n\n{guards_table(results)}"
+        )
+    if sweep is not None:
+        text.append(
+            f"**A/B: how many pairs** ({sweep.trials} trials per cell; sessions stopped after "
+            "so many pairs), false alarms / detection +8% / unstable when unchanged:"
+            f"\n\n{ab_pairs_table(sweep, AB_PAIRS_SWEEP)}"
+        )
+    text.append("Targets (issue 9), per mode:\n\n" + "\n".join(by_mode))
+    return "\n\n".join(text) + "\n"
 
 
 def write_report(path: Path, report: str) -> None:
@@ -582,20 +1159,51 @@ def write_report(path: Path, report: str) -> None:
     path.write_text(f"# Verdict quality\n\n{block}\n", encoding="utf-8")
 
 
+def _simulate(args: argparse.Namespace) -> tuple[Results, Results]:
+    stats = STATISTICS if args.processes is None else replace(STATISTICS, processes=args.processes)
+    jobs = max(1, args.jobs)
+    results = run(
+        args.trials, args.seed, jobs=jobs, scenarios=args.scenario, stats=stats, oracle=True
+    )
+    sweep = run(
+        args.sweep_trials or max(1, args.trials // 2),
+        args.seed,
+        jobs=jobs,
+        scenarios=args.scenario,
+        stats=stats,
+        ab_sweep=AB_PAIRS_SWEEP,
+        anchors=False,
+        store=False,
+        cells=(NULL, SHIFT),
+    )
+    return results, sweep
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--trials", type=int, default=TRIALS, help="trials per cell")
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("--scenario", action="append", help="only these scenarios")
+    parser.add_argument("--processes", type=int, help="baseline processes (default: perfgate's)")
     parser.add_argument(
-        "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (cells)"
+        "--sweep-trials", type=int, help="trials per cell of the A/B pairs sweep (default: half)"
     )
-    parser.add_argument("--write", type=Path, help="write the table into this Markdown file")
+    parser.add_argument("--write", type=Path, help="write the tables into this Markdown file")
+    parser.add_argument("--save", type=Path, help="keep the tallies (JSON) for --load")
+    parser.add_argument("--load", type=Path, help="render tallies saved by --save, no draws")
     args = parser.parse_args(argv)
-    started = time.perf_counter()
-    table = run(args.trials, args.seed, jobs=max(1, args.jobs))
-    diagnosed = diagnostics(args.trials, args.seed)
-    seconds = time.perf_counter() - started
-    report = markdown_report(table, args.trials, args.seed, seconds, diagnosed)
+    if args.load:
+        results = Results.load(args.load)
+        sweep_path = args.load.with_suffix(".sweep.json")
+        sweep = Results.load(sweep_path) if sweep_path.exists() else None
+    else:
+        results, sweep = _simulate(args)
+    if args.save:
+        results.save(args.save)
+        if sweep is not None:
+            sweep.save(args.save.with_suffix(".sweep.json"))
+    report = markdown_report(results, sweep)
     print(report)
     if args.write:
         write_report(args.write, report)
