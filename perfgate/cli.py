@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(
         inspect, top=10, top_help="operators to list (table and md; json lists all unless given)"
     )
-    inspect.set_defaults(handler=_cmd_inspect)
+    add_config_option(inspect.add_argument)
+    inspect.set_defaults(handler=_cmd_inspect, repo=".")
 
     compare = commands.add_parser(
         "compare",
@@ -528,19 +529,23 @@ def _empty(comparison: Comparison) -> RunRecord:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from perfgate.analysis.advisor import advise
     from perfgate.analysis.metrics import analyze
     from perfgate.ingest import load_profile
     from perfgate.report.inspect import inspect_document, render_markdown, render_table
 
+    settings = _settings(args)
     profile = load_profile(args.path)
     analysis = analyze(profile)
+    hints = advise(profile, analysis, settings.advisor)
     if args.format == "json":
         top = args.top if args.top_given else None
-        text = json.dumps(inspect_document(profile, analysis, top=top), indent=2) + "\n"
+        document = inspect_document(profile, analysis, top=top, hints=hints)
+        text = json.dumps(document, indent=2) + "\n"
     elif args.format == "md":
-        text = render_markdown(profile, analysis, top=args.top)
+        text = render_markdown(profile, analysis, top=args.top, hints=hints)
     else:
-        text = render_table(profile, analysis, top=args.top)
+        text = render_table(profile, analysis, top=args.top, hints=hints)
     _write(text, args.output)
     return EXIT_OK
 
