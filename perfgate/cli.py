@@ -259,7 +259,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if len(args.sides) == 2 and args.baseline_ref:
         raise UsageError("give either BASELINE or --baseline-ref, not both")
     settings = _settings(args)
-    current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env)
+    advisor = settings.advisor
+    current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)
     if len(args.sides) == 1:
         comparisons = gate_against_store(
             current.records,
@@ -269,7 +270,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             ),
         )
         return _render_comparisons(comparisons, args)
-    base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env)
+    base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env, advisor=advisor)
     comparisons = []
     for baseline_record, current_record in pair_records(base.records, current.records):
         if baseline_record is None:
@@ -331,7 +332,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     from perfgate.sides import load_side
 
     settings = _settings(args)
-    side = load_side(args.source, benchmark=args.benchmark, env=args.env)
+    side = load_side(args.source, benchmark=args.benchmark, env=args.env, advisor=settings.advisor)
     if settings.baseline.env != "auto" and side.kind == "profile" and not args.env:
         for record in side.records:
             record["env"] = settings.baseline.env

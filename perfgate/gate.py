@@ -138,6 +138,7 @@ def _no_baseline(
         verdict=Verdict.ERROR if walk.shallow and strict else Verdict.NO_BASELINE,
         baseline={"commit": None, "how": candidates[0].how if candidates else None},
         current={**current_info, "measured": measured(current)},
+        advice=[dict(a) for a in current.get("advice") or []],
     )
     where = f"{root}/{name}/{env}/"
     start = candidates[0].sha[:12] if candidates else "HEAD"

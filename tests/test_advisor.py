@@ -390,3 +390,40 @@ def test_inspect_prints_the_hints_in_every_format(capsys: pytest.CaptureFixture[
     assert "hcom_allReduce_ 105.992 ms/step (4 calls)" in table
     assert main(["inspect", str(LEVEL1), "--format", "md"]) == 0
     assert "**Advisor** (4 hint(s)" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- records, reports
+
+
+def test_a_record_carries_its_hints_and_strip_and_a_comparison_shows_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perfgate.analysis.compare import compare_runs
+    from perfgate.records import validate_run
+    from perfgate.report.compare import comparison_dict, comparison_from_dict, render_table
+    from perfgate.rules import default_rules
+    from perfgate.sides import load_side
+
+    [record] = load_side(LEVEL1).records
+    assert [a["rule"] for a in record["advice"]] == [
+        "communication",
+        "low_utilization",
+        "idle_gaps",
+        "small_kernels",
+    ]
+    strip = record["timeline"]
+    assert strip is not None
+    assert (strip["step"], strip["rank"], strip["step_time_us"]) == (50, 0, 154483.508)
+    assert len(strip["lanes"]["comm"]) == 4  # the four hcom_allReduce_ tasks
+    assert len(json.dumps(record["advice"])) + len(json.dumps(strip)) < 4000
+    comparison = compare_runs(record, record, default_rules())
+    assert comparison.advice == record["advice"]
+    assert comparison.baseline_summary["rounds"][0]["median"] == pytest.approx(154483.509)
+    again = comparison_from_dict(json.loads(json.dumps(comparison_dict(comparison))))
+    assert again.advice == comparison.advice
+    table = render_table([again])
+    assert "advisor (3 of 4 hint(s) on the current run):" in table
+    assert "- communication: communication not overlapped with compute takes 66.00%" in table
+    # A hostile file cannot make a record's advice large.
+    with pytest.raises(Exception, match="advice"):
+        validate_run({**record, "advice": record["advice"] * 10}, "test")
