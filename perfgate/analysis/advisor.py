@@ -18,8 +18,10 @@ under ``advisor:`` in perfgate.yaml (:class:`~perfgate.rules.AdvisorSettings`):
 * ``ai_cpu`` — operators that ran on the AI CPU instead of the AI Cores;
 * ``low_utilization`` — computing under 60% of the step.
 
-Every hint carries ``impact``: the share of the step its finding accounts for (for
-``low_utilization``, how far utilization is under the limit). Hints are ordered by it.
+Every hint carries ``impact``: the share of the step its finding accounts for (idle gaps:
+the free time that is not copy time, which the copy hint accounts for; ``low_utilization``:
+how far utilization is under the limit). Hints are ordered by it, ``low_utilization`` last:
+it sums the others up.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ MAX_NAME = 80
 _MIN_GAP_SHARE = 0.001
 # A step whose largest gap is this many times the median step's largest gap is a spike.
 _SPIKE_FACTOR = 2.0
-_MIN_RECURRING_STEPS = 4
+_MIN_RECURRING_STEPS = 6
+# A recurring gap is seen this many times, evenly spaced (two would be a coincidence).
+_MIN_RECURRENCES = 3
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -266,12 +270,14 @@ def _idle_gaps(
         "steps_over": float(len(over)),
         "steps": float(len(per_step)),
     }
-    impact = free
+    # Copy time is free time too (docs/metrics.md); the host_copies hint accounts for it.
+    copy = _median(per_step["copy_ratio"])
+    impact = max(free - (0.0 if np.isnan(copy) else copy), 0.0)
     steps = [int(s) for s in over]
     if recurring is not None:
         figures.update(recurring[0])
         steps = recurring[1]
-        impact = max(free, figures["recurring_gap_us"] / figures["step_time_us"])
+        impact = max(impact, figures["recurring_gap_us"] / figures["step_time_us"])
     top_gaps = sorted(gaps, key=lambda g: -g["gap_us"])[:3]
     return Hint("idle_gaps", impact, figures, steps, top_gaps)
 
@@ -292,11 +298,13 @@ def _recurring_gaps(
         for s, size in zip(steps, sizes)
         if size > _SPIKE_FACTOR * typical and size > settings.free_ratio * float(step_time[s])
     ]
-    if len(spikes) < 2 or len(spikes) > len(steps) // 2:
+    if len(spikes) < _MIN_RECURRENCES or len(spikes) > len(steps) // 2:
         return None
     periods = set(np.diff(spikes).tolist())
     if len(periods) != 1 or (period := int(periods.pop())) < 2:
         return None
+    if spikes[0] - steps[0] >= period or steps[-1] - spikes[-1] >= period:
+        return None  # the pattern must hold over the whole profile, not one stretch of it
     spike_sizes = [largest[s] for s in spikes]
     return {"period": float(period), "recurring_gap_us": float(np.median(spike_sizes))}, spikes
 
@@ -653,7 +661,8 @@ def advise(
         for rule, check in found.items()
         if rule not in settings.disable and (hint := check()) is not None
     ]
-    return sorted(hints, key=lambda h: -h.impact)
+    # Low utilization sums the others up: it comes after the causes.
+    return sorted(hints, key=lambda h: (h.rule == "low_utilization", -h.impact))
 
 
 __all__ = ["MAX_ITEMS", "Hint", "advise", "short_name"]

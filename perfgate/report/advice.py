@@ -201,5 +201,5 @@ def advice_dict(hint: Hint) -> dict[str, Any]:
 
 def advice_lines(hints: Iterable[Hint], top: int | None = None) -> list[str]:
     """One line per hint, the largest impact first (``top`` of them when given)."""
-    ordered = sorted(hints, key=lambda h: -h.impact)
+    ordered = sorted(hints, key=lambda h: (h.rule == "low_utilization", -h.impact))
     return [hint_line(h) for h in (ordered if top is None else ordered[:top])]
