@@ -32,9 +32,9 @@ def _values(column: list[Any] | None) -> np.ndarray:
 
 def round_boxes(record: RunRecord) -> list[dict[str, float]]:
     """Box statistics of each timed round's step times (µs): ``process``, ``round``, ``n``,
-    ``min``, ``q1``, ``median``, ``q3``, ``max``, in process then round order. A record
-    without rounds (a plain profile) gives its profiled steps as one round. At most
-    :data:`MAX_ROUNDS` (the last ones)."""
+    ``min``, ``p5``, ``q1``, ``median``, ``q3``, ``p95``, ``max``, in process then round
+    order. A record without rounds (a plain profile) gives its profiled steps as one round.
+    At most :data:`MAX_ROUNDS` (the last ones)."""
     timing = record.get("timing")
     if timing and timing.get("step_time_us"):
         values = _values(timing["step_time_us"])
@@ -49,16 +49,18 @@ def round_boxes(record: RunRecord) -> list[dict[str, float]]:
     boxes = []
     for process, round_id in sorted(set(zip(processes.tolist(), rounds.tolist()))):
         of_round = values[(processes == process) & (rounds == round_id)]
-        q1, median, q3 = np.percentile(of_round, [25, 50, 75])
+        p5, q1, median, q3, p95 = np.percentile(of_round, [5, 25, 50, 75, 95])
         boxes.append(
             {
                 "process": int(process),
                 "round": int(round_id),
                 "n": int(of_round.size),
                 "min": round(float(of_round.min()), _DIGITS),
+                "p5": round(float(p5), _DIGITS),
                 "q1": round(float(q1), _DIGITS),
                 "median": round(float(median), _DIGITS),
                 "q3": round(float(q3), _DIGITS),
+                "p95": round(float(p95), _DIGITS),
                 "max": round(float(of_round.max()), _DIGITS),
             }
         )

@@ -71,8 +71,8 @@ def _box_stats(boxes: Sequence[dict[str, Any]], label_prefix: str) -> list[dict[
             "med": _ms(b["median"]),
             "q1": _ms(b["q1"]),
             "q3": _ms(b["q3"]),
-            "whislo": _ms(b["min"]),
-            "whishi": _ms(b["max"]),
+            "whislo": _ms(b.get("p5", b["min"])),
+            "whishi": _ms(b.get("p95", b["max"])),
             "label": f"{label_prefix}{index + 1}",
             "fliers": [],
         }
@@ -83,8 +83,9 @@ def _box_stats(boxes: Sequence[dict[str, Any]], label_prefix: str) -> list[dict[
 def distribution_chart(
     baseline: Sequence[dict[str, Any]], current: Sequence[dict[str, Any]], salt: str
 ) -> str | None:
-    """Step time per round (box: quartiles, whiskers: min and max), baseline rounds then
-    current rounds; a dashed line at each side's median round."""
+    """Step time per round (box: quartiles, whiskers: 5th and 95th percentiles — one stalled
+    step must not flatten the boxes), baseline rounds then current rounds; a dashed line at
+    each side's median round."""
     if not baseline and not current:
         return None
     figure = _figure(2.8)
