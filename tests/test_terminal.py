@@ -122,6 +122,7 @@ def test_every_verdict_but_pass_says_why_in_one_line(
 def test_pytest_benchmark_prints_its_table_only_for_its_own_tests(
     project: pytest.Pytester,
 ) -> None:
+    pytest.importorskip("pytest_benchmark")
     result = project.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     output = result.stdout.str()
