@@ -120,9 +120,11 @@ def test_every_verdict_but_pass_says_why_in_one_line(
 
 
 def test_pytest_benchmark_prints_its_table_only_for_its_own_tests(
-    project: pytest.Pytester,
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("pytest_benchmark")
+    # Under xdist pytest-benchmark switches itself off in any pytest that inherits this.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     result = project.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     output = result.stdout.str()
