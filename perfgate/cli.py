@@ -472,7 +472,7 @@ def _cmd_baseline_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _main_line_candidates(repo: Path, branch: str, depth: int) -> list[Candidate]:
+def _main_line_candidates(repo: Path, branch: str | None, depth: int) -> list[Candidate]:
     """The first parents of the baseline branch's tip (HEAD's when there is no such
     branch), newest first, ``depth`` of them."""
     from perfgate.store.git import Candidate, baseline_candidates, main_line
@@ -482,7 +482,7 @@ def _main_line_candidates(repo: Path, branch: str, depth: int) -> list[Candidate
     except PerfgateError:
         return baseline_candidates(repo, baseline_branch=branch, max_depth=depth)
     return [
-        Candidate(sha=sha, distance=back, how=f"main line ({branch})")
+        Candidate(sha=sha, distance=back, how=f"main line ({branch or 'default branch'})")
         for back, sha in enumerate(shas)
     ]
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import git
 import numpy as np
 import pytest
+from conftest import GitRepo
 
 from perfgate.analysis.history import Point, analyse, change_indexes
 from perfgate.cli import main
@@ -23,7 +25,7 @@ STEP_TIME = default_rules().metrics["step_time"]
 
 def baseline(
     benchmark: str, commit: git.Commit, centre_us: float, rng: np.random.Generator
-) -> dict:
+) -> dict[str, Any]:
     """A baseline of 5 rounds of 5 steps whose round medians sit at ``centre_us`` (±0.1%)."""
     steps = [centre_us * math.exp(rng.normal(0, 0.001)) for _ in range(25)]
     return {
@@ -46,16 +48,12 @@ def main_line_repo(path: Path, centres: list[float | None], seed: int = 7) -> li
     """A repository whose main branch has one commit per entry of ``centres`` and, where the
     entry is not None, a baseline of benchmark ``mlp`` at that commit; noise 0.3% between
     commits. Returns the shas, oldest first."""
-    repo = git.Repo.init(path, initial_branch="main")
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", "t")
-        cfg.set_value("user", "email", "t@example.invalid")
+    repo = GitRepo(path)
     rng = np.random.default_rng(seed)
     shas = []
     for index, centre in enumerate(centres):
-        (path / "model.py").write_text(f"version = {index}\n")
-        repo.index.add(["model.py"])
-        commit = repo.index.commit(f"model v{index}")
+        repo.write("model.py", f"version = {index}\n")
+        commit = repo.repo.commit(repo.commit(f"model v{index}", "model.py"))
         shas.append(commit.hexsha)
         if centre is not None:
             noisy = centre * math.exp(rng.normal(0, 0.003))

@@ -15,9 +15,9 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import git
 import pytest
 from chromium import Chromium, find_chromium
+from conftest import GitRepo
 
 from perfgate.cli import main
 
@@ -77,16 +77,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "statistics: {rounds: 4, max_rounds: 4, processes: 1}\n"
     )
     (path / ".gitignore").write_text("perfgate-out/\n__pycache__/\n*.html\n")
-    repo = git.Repo.init(path, initial_branch="main")
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", "t")
-        cfg.set_value("user", "email", "t@example.invalid")
-    repo.git.add("-A")
-    repo.index.commit("benchmarks")
+    repo = GitRepo(path)
+    repo.commit("benchmarks")
     recorded = _pytest(path, "--perfgate", "--perfgate-update")
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    repo.git.add("-A")
-    repo.index.commit("perfgate: baselines")
+    repo.commit("perfgate: baselines")
     heavier = _pytest(path, "--perfgate", "--perfgate-html=report.html", work="30")
     assert heavier.returncode == 1, heavier.stdout + heavier.stderr
     assert "html:    report.html" in heavier.stdout
@@ -154,7 +149,9 @@ def test_the_page_has_each_benchmark_with_its_charts_and_is_self_contained(repor
     assert matmul.get("advice", []) == [a["rule"] for a in matmul_run["advice"]]
     # The sleeping step: the device (here the CPU ops) idles most of the step.
     tanh = parsed.sections["tanh"]
-    assert tanh.get("advice", [])[:1] == ["idle_gaps"]
+    advice_of_tanh = tanh.get("advice", [])
+    assert isinstance(advice_of_tanh, list)
+    assert advice_of_tanh[:1] == ["idle_gaps"]
     assert re.search(r"<strong>idle gaps</strong>: the device is idle \d+\.\d+% of the step", page)
 
 

@@ -5,13 +5,10 @@ own table is not printed for perfgate benchmarks, and the profiler's own lines (
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import git
 import pytest
+from conftest import GitRepo
 
-pytest_plugins = ["pytester"]
-pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("needs_torch")
 
 # WORK sets the work per step; the step also writes a line to stderr under the profiler,
 # which must survive the silencing of the profiler's own lines.
@@ -48,34 +45,31 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         "  copy_ratio: {max_increase: 50pt}\n"
         "statistics: {rounds: 3, max_rounds: 3, processes: 1}\n"
     )
-    repo = git.Repo.init(pytester.path, initial_branch="main")
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", "t")
-        cfg.set_value("user", "email", "t@example.invalid")
-    (pytester.path / ".gitignore").write_text("perfgate-out/\n__pycache__/\n.benchmarks/\n")
-    _commit_all(pytester.path, "benchmark")
+    repo = GitRepo(pytester.path)
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n.benchmarks/\n")
+    repo.commit("benchmark")
     return pytester
-
-
-def _commit_all(path: Path, message: str) -> str:
-    repo = git.Repo(path)
-    repo.git.add("-A")
-    return str(repo.index.commit(message).hexsha)
 
 
 def _perfgate_section(output: str) -> list[str]:
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if "= perfgate =" in line)
-    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("results: "))
+    end = next(
+        (i for i, line in enumerate(lines) if i > start and line.startswith("=")), len(lines)
+    )
     return lines[start + 1 : end]
 
 
 def _reasons_follow_the_table(section: list[str]) -> dict[str, str]:
-    """Each benchmark row's verdict, checked: a non-pass verdict has a reason line."""
-    rows = [line.split() for line in section[2:] if line and not line.startswith("-")]
+    """Each benchmark row's verdict, checked: a non-pass verdict has its reason — its own
+    line under the table, or for no-baseline the one line that says how to record them."""
+    table = section[: next(i for i, line in enumerate(section) if line.startswith("results: "))]
+    rows = [line.split() for line in table[2:] if line and not line.startswith("-")]
     verdicts = {row[0]: row[1] for row in rows if len(row) > 1 and not row[0].endswith(":")}
     for name, verdict in verdicts.items():
-        if verdict.lower() != "pass":
+        if verdict == "no-baseline":
+            assert any(line.startswith("no baseline yet for some benchmarks") for line in section)
+        elif verdict.lower() != "pass":
             assert any(line.startswith(f"{name}: ") for line in section), (name, section)
     return verdicts
 
@@ -87,12 +81,13 @@ def test_every_verdict_but_pass_says_why_in_one_line(
     first.assert_outcomes(passed=2)
     section = _perfgate_section(first.stdout.str())
     assert _reasons_follow_the_table(section) == {"matmul": "no-baseline"}
-    assert any(line.startswith("matmul: no-baseline: no baseline for 'matmul'") for line in section)
+    assert any("record them with `pytest --perfgate --perfgate-update`" in line for line in section)
 
     recorded = project.runpytest_subprocess("--perfgate", "--perfgate-update")
     recorded.assert_outcomes(passed=2)
-    head = git.Repo(project.path).head.commit.hexsha  # the baseline's commit
-    _commit_all(project.path, "perfgate: baselines")
+    repo = GitRepo(project.path)
+    head = repo.head  # the baseline's commit
+    repo.commit("perfgate: baselines")
 
     monkeypatch.setenv("WORK", "40")
     heavier = project.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")

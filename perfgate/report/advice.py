@@ -203,3 +203,24 @@ def advice_lines(hints: Iterable[Hint], top: int | None = None) -> list[str]:
     """One line per hint, the largest impact first (``top`` of them when given)."""
     ordered = sorted(hints, key=lambda h: (h.rule == "low_utilization", -h.impact))
     return [hint_line(h) for h in (ordered if top is None else ordered[:top])]
+
+
+def advice_block(
+    hints: Iterable[Hint], top: int | None = None, width: int | None = None
+) -> list[str]:
+    """The hints for a terminal: ``- title: finding`` and ``  → remedy``, each wrapped to
+    ``width`` (default: the terminal's) with the continuation lines indented."""
+    import textwrap
+
+    from perfgate.report.format import terminal_width
+
+    width = max(width or terminal_width(), 40)
+    ordered = sorted(hints, key=lambda h: (h.rule == "low_utilization", -h.impact))
+    lines: list[str] = []
+    for hint in ordered if top is None else ordered[:top]:
+        title = TITLES.get(hint.rule, hint.rule)
+        lines.extend(
+            textwrap.wrap(f"- {title}: {hint_message(hint)}", width, subsequent_indent="  ")
+        )
+        lines.extend(textwrap.wrap(f"  → {remedy(hint)}", width, subsequent_indent="    "))
+    return lines

@@ -16,7 +16,7 @@ from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
 from perfgate.records import json_number
 from perfgate.report import markdown as md
-from perfgate.report.advice import advice_dict, advice_lines, hints_from
+from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
 from perfgate.report.format import (
     format_calls,
@@ -283,10 +283,11 @@ def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
         for line in summary_lines(c):
             out.append(f"! {line}")
         out.extend(f"  {line}" for line in reason_lines(c))
-        hints = advice_lines(hints_from(c.advice), top=ADVICE_TOP)
+        hints = hints_from(c.advice)
         if hints:
-            out.append(f"advisor ({len(hints)} of {len(c.advice)} hint(s) on the current run):")
-            out.extend(f"- {line}" for line in hints)
+            shown = min(len(hints), ADVICE_TOP)
+            out.append(f"advisor ({shown} of {len(hints)} hint(s) on the current run):")
+            out.extend(advice_block(hints, top=ADVICE_TOP))
         out.extend(f"warning: {w}" for w in c.warnings)
         out.extend(f"note: {n}" for n in c.notes)
     return "\n".join(out) + "\n"

@@ -15,13 +15,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfgate import __version__
-from perfgate.analysis.advisor import short_name
 from perfgate.analysis.summary import breakdown_medians, round_boxes
 from perfgate.records import ResultsDocument, RunRecord
 from perfgate.report.advice import advice_dict, hints_from
 from perfgate.report.compare import comparison_from_dict
 from perfgate.report.explain import baseline_label, metric_reasons, summary_lines, verdict_reason
-from perfgate.report.format import format_calls, format_change, format_ms, format_value
+from perfgate.report.format import (
+    format_calls,
+    format_change,
+    format_ms,
+    format_value,
+    short_name,
+)
 from perfgate.verdict import MetricStatus, Verdict, worst
 
 _VERDICT_CLASS = {
@@ -90,7 +95,7 @@ def _operator_rows(comparison: Any) -> list[dict[str, Any]]:
         share = o.share_of_step_delta
         rows.append(
             {
-                "op": short_name(o.op_type),
+                "op": short_name(o.op_type, 60),
                 "full": o.op_type,
                 "core": o.core,
                 "baseline": format_ms(o.baseline_time_per_step_us),

@@ -17,7 +17,7 @@ from perfgate.analysis.advisor import Hint
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import json_number
-from perfgate.report.advice import advice_dict, advice_lines
+from perfgate.report.advice import advice_block, advice_dict, advice_lines
 from perfgate.report.format import (
     format_calls,
     format_ratio,
@@ -201,7 +201,7 @@ def render_table(
     if hints:
         parts.append("")
         parts.append(f"advisor ({len(hints)} hint(s), largest impact first)")
-        parts.extend(f"- {line}" for line in advice_lines(hints))
+        parts.extend(advice_block(hints))
     if analysis.notes:
         parts.append("")
         parts.extend(f"note: {line}" for line in analysis.notes)
