@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from perfgate.analysis.compare import Comparison
     from perfgate.records import RunRecord
     from perfgate.rules import Settings
-    from perfgate.store.git import Candidate
 
 FORMATS = ("table", "json", "md")
 # Commits of the main line `perfgate history` walks unless told.
@@ -472,26 +471,9 @@ def _cmd_baseline_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _main_line_candidates(repo: Path, branch: str | None, depth: int) -> list[Candidate]:
-    """The first parents of the baseline branch's tip (HEAD's when there is no such
-    branch), newest first, ``depth`` of them."""
-    from perfgate.store.git import Candidate, baseline_candidates, main_line
-
-    try:
-        shas = main_line(repo, branch)[:depth]
-    except PerfgateError:
-        return baseline_candidates(repo, baseline_branch=branch, max_depth=depth)
-    return [
-        Candidate(sha=sha, distance=back, how=f"main line ({branch or 'default branch'})")
-        for back, sha in enumerate(shas)
-    ]
-
-
 def _cmd_history(args: argparse.Namespace) -> int:
-    from perfgate.analysis.history import analyse, point_of
-    from perfgate.gate import store_root
+    from perfgate.gate import history_along_main, store_root
     from perfgate.report import history as render
-    from perfgate.store.baselines import history
 
     settings = _settings(args)
     if args.format == "png" and not args.output:
@@ -504,18 +486,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
             "a PNG draws one: choose it with --env"
         )
     depth = args.max_depth or HISTORY_DEPTH
-    candidates = _main_line_candidates(Path(args.repo), settings.baseline.branch, depth)
-    rule = settings.rules_for(args.benchmark).metrics[args.metric]
-    histories = []
-    for env in envs:
-        found = history(root, args.benchmark, env, candidates, limit=depth)
-        points = [
-            point
-            for f in reversed(found)
-            if (point := point_of(f.record, rule.metric, f.candidate.sha, f.candidate.distance))
-            is not None
-        ]
-        histories.append(analyse(points, rule, benchmark=args.benchmark, env=env))
+    histories = [
+        history_along_main(Path(args.repo), settings, args.benchmark, env, args.metric, depth)
+        for env in envs
+    ]
     if args.format == "png":
         target = Path(args.output)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def baseline(
     }
 
 
-def main_line_repo(path: Path, centres: list[float | None], seed: int = 7) -> list[str]:
+def main_line_repo(path: Path, centres: Sequence[float | None], seed: int = 7) -> list[str]:
     """A repository whose main branch has one commit per entry of ``centres`` and, where the
     entry is not None, a baseline of benchmark ``mlp`` at that commit; noise 0.3% between
     commits. Returns the shas, oldest first."""

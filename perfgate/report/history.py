@@ -10,6 +10,7 @@ from typing import Any
 from tabulate import tabulate
 
 from perfgate.analysis.history import ChangePoint, Creep, History, history_dict
+from perfgate.report import markdown as md
 from perfgate.report.format import format_change, format_value, is_time
 
 # History: 1 — first version.
@@ -131,6 +132,30 @@ def render_markdown(histories: Sequence[History], depth: int) -> str:
         parts.append("</details>")
         parts.append("")
     return "\n".join(parts)
+
+
+def new_findings_markdown(histories: Sequence[History]) -> str:
+    """For a job summary after new baselines: the change points that entered among the
+    newest baselines, and creep that reaches them; empty when there is none."""
+    from perfgate.analysis.history import RECENT
+
+    lines: list[str] = []
+    for history in histories:
+        newest = {p.commit for p in history.points[-RECENT:]}
+        where = f"{md.code(history.benchmark)} on {md.code(history.env)}"
+        lines.extend(
+            f"- {where}: {md.escape(change_line(history, c))}"
+            for c in history.change_points
+            if c.recent
+        )
+        lines.extend(
+            f"- {where}: **{md.escape(creep_line(history, c))}**"
+            for c in history.creep
+            if c.last in newest
+        )
+    if not lines:
+        return ""
+    return "### perfgate history: new change points on the main line\n\n" + "\n".join(lines) + "\n"
 
 
 def history_document(histories: Sequence[History], depth: int) -> dict[str, Any]:
