@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from perfgate import __version__
 from perfgate.errors import PerfgateError
 from perfgate.options import add_config_option, add_gate_options, positive_int
+from perfgate.rules import METRICS
 from perfgate.verdict import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from perfgate.rules import Settings
 
 FORMATS = ("table", "json", "md")
+# Commits of the main line `perfgate history` walks unless told.
+HISTORY_DEPTH = 200
 
 
 class UsageError(PerfgateError):
@@ -39,10 +42,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
 
-def _add_report_options(parser: argparse.ArgumentParser, *, top: int, top_help: str) -> None:
+def _add_report_options(
+    parser: argparse.ArgumentParser,
+    *,
+    top: int,
+    top_help: str,
+    formats: tuple[str, ...] = FORMATS,
+) -> None:
     """--format, --top and -o: the same for every command that prints a report."""
     parser.add_argument(
-        "--format", choices=FORMATS, default="table", help="output format. Default: table"
+        "--format", choices=formats, default="table", help="output format. Default: table"
     )
     parser.add_argument(
         "--top", type=positive_int, default=top, metavar="N", help=f"{top_help}. Default: {top}"
@@ -91,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(
         inspect, top=10, top_help="operators to list (table and md; json lists all unless given)"
     )
-    inspect.set_defaults(handler=_cmd_inspect)
+    add_config_option(inspect.add_argument)
+    inspect.set_defaults(handler=_cmd_inspect, repo=".")
 
     compare = commands.add_parser(
         "compare",
@@ -180,9 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report",
-        help="render a results file (what pytest --perfgate wrote) as a table or Markdown",
+        help="render a results file (what pytest --perfgate wrote) as a table, Markdown, "
+        "JSON or a self-contained HTML page",
         description="Render the comparisons in a perfgate results file again, e.g. for a job "
-        "summary or a PR comment. Exit status as for compare: 0 pass, 1 regression.",
+        "summary or a PR comment; --format html writes one self-contained page with plots "
+        "(open it offline). Exit status as for compare: 0 pass, 1 regression.",
     )
     report.add_argument("results", metavar="RESULTS", help="a perfgate.results JSON file")
     report.add_argument(
@@ -190,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 also for no-baseline, incomparable and unstable",
     )
-    _add_report_options(report, top=5, top_help="operators to list per benchmark")
+    _add_report_options(
+        report, top=5, top_help="operators to list per benchmark", formats=(*FORMATS, "html")
+    )
     report.set_defaults(handler=_cmd_report)
 
     ab = commands.add_parser(
@@ -228,15 +242,34 @@ def build_parser() -> argparse.ArgumentParser:
     hist = commands.add_parser(
         "history",
         parents=[repository],
-        help="a benchmark's baselines along the first-parent history of HEAD",
+        help="a benchmark's metric along the main line, with change points and slow creep",
+        description="The metric of BENCHMARK over the baselines of the main line's commits "
+        "(first parents of the baseline branch), the centre and spread of each, the change "
+        "points PELT finds in it (ruptures) with the commits each entered in, and slow "
+        "creep: changes each within the threshold that add up past it (docs/history.md).",
     )
     hist.add_argument("benchmark", metavar="BENCHMARK")
     hist.add_argument("--env", metavar="ENV", help="Default: every env that has baselines")
     hist.add_argument(
+        "--metric",
+        choices=tuple(METRICS),
+        default="step_time",
+        help="the metric to follow. Default: step_time",
+    )
+    hist.add_argument(
         "--max-depth",
         type=positive_int,
         metavar="N",
-        help="commits to walk. Default: baseline.max_depth",
+        help=f"commits of the main line to walk. Default: {HISTORY_DEPTH}",
+    )
+    hist.add_argument(
+        "--format",
+        choices=("table", "json", "md", "html", "png"),
+        default="table",
+        help="output format (png needs -o and one env). Default: table",
+    )
+    hist.add_argument(
+        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
     )
     hist.set_defaults(handler=_cmd_history)
     return parser
@@ -258,7 +291,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if len(args.sides) == 2 and args.baseline_ref:
         raise UsageError("give either BASELINE or --baseline-ref, not both")
     settings = _settings(args)
-    current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env)
+    advisor = settings.advisor
+    current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)
     if len(args.sides) == 1:
         comparisons = gate_against_store(
             current.records,
@@ -268,7 +302,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             ),
         )
         return _render_comparisons(comparisons, args)
-    base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env)
+    base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env, advisor=advisor)
     comparisons = []
     for baseline_record, current_record in pair_records(base.records, current.records):
         if baseline_record is None:
@@ -313,6 +347,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from perfgate.sides import load_results_file
 
     document = load_results_file(Path(args.results))
+    if args.format == "html":
+        from perfgate.report.html import render_results_html
+        from perfgate.verdict import Verdict, exit_status
+
+        _write(render_results_html(document), args.output)
+        verdicts = [Verdict(run["verdict"]) for run in document["runs"] if run.get("verdict")]
+        return exit_status(verdicts, strict=bool(args.strict))
     comparisons = [
         comparison_from_dict(comparison)
         for run in document["runs"]
@@ -330,7 +371,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     from perfgate.sides import load_side
 
     settings = _settings(args)
-    side = load_side(args.source, benchmark=args.benchmark, env=args.env)
+    side = load_side(args.source, benchmark=args.benchmark, env=args.env, advisor=settings.advisor)
     if settings.baseline.env != "auto" and side.kind == "profile" and not args.env:
         for record in side.records:
             record["env"] = settings.baseline.env
@@ -431,53 +472,41 @@ def _cmd_baseline_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
-    from perfgate.analysis.statistics import sample_median
-    from perfgate.gate import store_root
-    from perfgate.report.format import format_value
-    from perfgate.store.baselines import history
-    from perfgate.store.git import baseline_candidates
+    from perfgate.gate import history_along_main, store_root
+    from perfgate.report import history as render
 
     settings = _settings(args)
+    if args.format == "png" and not args.output:
+        raise UsageError("--format png writes a file: give -o FILE.png")
     root = store_root(Path(args.repo), settings)
     envs = _benchmark_envs(root, args.benchmark, args.env)
-    depth = args.max_depth or settings.baseline.max_depth
-    candidates = baseline_candidates(
-        Path(args.repo), baseline_branch=settings.baseline.branch, max_depth=depth
-    )
-    for env in envs:
-        found = history(root, args.benchmark, env, candidates, limit=depth)
-        rows = []
-        for f in found:
-            samples = f.record.get("samples", {})
-            rows.append(
-                [
-                    f.candidate.sha[:12],
-                    f.candidate.distance,
-                    f.record.get("created", ""),
-                    *(
-                        format_value(name, sample_median(samples.get(name, [])))
-                        for name in ("step_time_us", "utilization", "copy_ratio")
-                    ),
-                    len(samples.get("step_time_us", [])),
-                ]
-            )
-        print(f"{args.benchmark} on {env}: {len(found)} baseline(s) within {depth} commits")
-        print(
-            tabulate(
-                rows,
-                headers=[
-                    "commit",
-                    "back",
-                    "created",
-                    "step time",
-                    "utilization",
-                    "copy ratio",
-                    "steps",
-                ],
-            )
+    if args.format == "png" and len(envs) > 1:
+        raise UsageError(
+            f"benchmark {args.benchmark!r} has baselines for several envs ({', '.join(envs)}); "
+            "a PNG draws one: choose it with --env"
         )
+    depth = args.max_depth or HISTORY_DEPTH
+    histories = [
+        history_along_main(Path(args.repo), settings, args.benchmark, env, args.metric, depth)
+        for env in envs
+    ]
+    if args.format == "png":
+        target = Path(args.output)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(render.render_png(histories[0]))
+        except OSError as exc:
+            raise PerfgateError(f"{target}: cannot write the chart: {exc.strerror}") from None
+        return EXIT_OK
+    if args.format == "json":
+        text = json.dumps(render.history_document(histories, depth), indent=2) + "\n"
+    elif args.format == "md":
+        text = render.render_markdown(histories, depth)
+    elif args.format == "html":
+        text = render.render_html(histories, depth)
+    else:
+        text = render.render_table(histories, depth)
+    _write(text, args.output)
     return EXIT_OK
 
 
@@ -528,19 +557,22 @@ def _empty(comparison: Comparison) -> RunRecord:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from perfgate.analysis.advisor import advise
     from perfgate.analysis.metrics import analyze
     from perfgate.ingest import load_profile
     from perfgate.report.inspect import inspect_json, render_markdown, render_table
 
+    settings = _settings(args)
     profile = load_profile(args.path)
     analysis = analyze(profile)
+    hints = advise(profile, analysis, settings.advisor)
     if args.format == "json":
         top = args.top if args.top_given else None
-        text = inspect_json(profile, analysis, top=top)
+        text = inspect_json(profile, analysis, top=top, hints=hints)
     elif args.format == "md":
-        text = render_markdown(profile, analysis, top=args.top)
+        text = render_markdown(profile, analysis, top=args.top, hints=hints)
     else:
-        text = render_table(profile, analysis, top=args.top)
+        text = render_table(profile, analysis, top=args.top, hints=hints)
     _write(text, args.output)
     return EXIT_OK
 

@@ -11,6 +11,9 @@ Defaults::
     statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
                  rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4}
     measure:    {threads: auto, pin_cpu: auto}
+    advisor:    {free_ratio: 15%, copy_ratio: 25%, small_kernel_us: 50us, small_kernel_run: 8,
+                 sync_ratio: 5%, comm_ratio: 30%, imbalance: 5%, ai_cpu_share: 0%,
+                 utilization: 60%, disable: []}
     baseline:   {dir: baselines, max_depth: 50, env: auto}
     profiler:   auto
     benchmarks:
@@ -36,8 +39,10 @@ import yaml
 
 from perfgate.errors import ConfigError
 from perfgate.rules import (
+    ADVISOR_RULES,
     METRICS,
     PROFILERS,
+    AdvisorSettings,
     BaselineSettings,
     MeasureSettings,
     OperatorRule,
@@ -89,7 +94,15 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
     return Threshold(value=value, unit=unit, text=str(text).strip())
 
 
-_TOP_KEYS = ("thresholds", "statistics", "baseline", "profiler", "measure", "benchmarks")
+_TOP_KEYS = (
+    "thresholds",
+    "statistics",
+    "baseline",
+    "profiler",
+    "measure",
+    "advisor",
+    "benchmarks",
+)
 _STATISTICS_KEYS = (
     "alpha",
     "min_steps",
@@ -260,6 +273,53 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
     return settings
 
 
+_ADVISOR_SHARES = (
+    "free_ratio",
+    "copy_ratio",
+    "sync_ratio",
+    "comm_ratio",
+    "imbalance",
+    "ai_cpu_share",
+    "utilization",
+)
+
+
+def _parse_advisor(section: object, where: str) -> AdvisorSettings:
+    """The ``advisor:`` section: shares of the step as ``15%``, the small-kernel limit as a
+    time, the run length as a whole number, rules to switch off by name."""
+    keys = (*_ADVISOR_SHARES, "small_kernel_us", "small_kernel_run", "disable")
+    section = _check_keys(section, keys, where)
+    settings = AdvisorSettings()
+    for key in _ADVISOR_SHARES:
+        if key in section:
+            share = parse_threshold(section[key], key=f"{where}.{key}", allowed=(Unit.RELATIVE,))
+            if share.value > 1:
+                raise ConfigError(f"{where}.{key}: {section[key]!r} is over 100% of the step")
+            shares: dict[str, Any] = {key: share.value}
+            settings = replace(settings, **shares)
+    if "small_kernel_us" in section:
+        limit = parse_threshold(
+            section["small_kernel_us"],
+            key=f"{where}.small_kernel_us",
+            allowed=(Unit.MICROSECONDS,),
+        )
+        settings = replace(settings, small_kernel_us=limit.value)
+    if "small_kernel_run" in section:
+        run = _int(section["small_kernel_run"], f"{where}.small_kernel_run", 2)
+        settings = replace(settings, small_kernel_run=run)
+    if "disable" in section:
+        names = section["disable"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{where}.disable: {names!r} is not a list of rule names")
+        for name in names:
+            if name not in ADVISOR_RULES:
+                raise ConfigError(
+                    f"{where}.disable: unknown rule {name!r} (rules: {', '.join(ADVISOR_RULES)})"
+                )
+        settings = replace(settings, disable=tuple(names))
+    return settings
+
+
 def default_settings() -> Settings:
     """The settings of a repository without a configuration."""
     return Settings()
@@ -292,6 +352,7 @@ def settings_from_mapping(data: object, source: str) -> Settings:
         rules=rules,
         baseline=baseline,
         measure=_parse_measure(top.get("measure"), f"{source}: measure"),
+        advisor=_parse_advisor(top.get("advisor"), f"{source}: advisor"),
         profiler=str(profiler),
         benchmarks=benchmarks,
         source=source,

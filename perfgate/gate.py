@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfgate.analysis.compare import Comparison, Look, compare_runs
 from perfgate.analysis.statistics import sample_median
@@ -22,6 +22,10 @@ from perfgate.rules import Rules, Settings
 from perfgate.store.baselines import history, stored_envs, write_baseline
 from perfgate.store.git import Walk, baseline_walk, current_commit
 from perfgate.verdict import Verdict
+
+if TYPE_CHECKING:
+    from perfgate.analysis.history import History
+    from perfgate.store.git import Candidate
 
 
 def pair_records(
@@ -138,6 +142,7 @@ def _no_baseline(
         verdict=Verdict.ERROR if walk.shallow and strict else Verdict.NO_BASELINE,
         baseline={"commit": None, "how": candidates[0].how if candidates else None},
         current={**current_info, "measured": measured(current)},
+        advice=[dict(a) for a in current.get("advice") or []],
     )
     where = f"{root}/{name}/{env}/"
     start = candidates[0].sha[:12] if candidates else "HEAD"
@@ -224,3 +229,43 @@ def record_baselines(
         }
         paths.append(write_baseline(root, baseline))
     return paths
+
+
+def main_line_candidates(repo_dir: Path, branch: str | None, depth: int) -> list[Candidate]:
+    """The first parents of the baseline branch's tip (the repository's default branch when
+    ``branch`` is None; HEAD's when there is no such branch), newest first, ``depth`` of
+    them."""
+    from perfgate.store.git import Candidate, main_line
+
+    try:
+        shas = main_line(repo_dir, branch)[:depth]
+    except PerfgateError:
+        walk = baseline_walk(repo_dir, baseline_branch=branch, max_depth=depth)
+        return list(walk.candidates)
+    how = f"main line ({branch or 'default branch'})"
+    return [Candidate(sha=sha, distance=back, how=how) for back, sha in enumerate(shas)]
+
+
+def history_along_main(
+    repo_dir: Path,
+    settings: Settings,
+    benchmark: str,
+    env: str,
+    metric: str = "step_time",
+    depth: int = 200,
+) -> History:
+    """``metric`` (a threshold label: ``step_time``, ``utilization`` …) of ``benchmark`` on
+    ``env`` over the baselines of the main line, with its change points and creep
+    (docs/history.md)."""
+    from perfgate.analysis.history import analyse, point_of
+
+    candidates = main_line_candidates(repo_dir, settings.baseline.branch, depth)
+    rule = settings.rules_for(benchmark).metrics[metric]
+    found = history(store_root(repo_dir, settings), benchmark, env, candidates, limit=depth)
+    points = [
+        point
+        for f in reversed(found)
+        if (point := point_of(f.record, rule.metric, f.candidate.sha, f.candidate.distance))
+        is not None
+    ]
+    return analyse(points, rule, benchmark=benchmark, env=env)

@@ -12,7 +12,10 @@ A record is a plain JSON object (a ``dict`` at run time, typed here with ``Typed
 * ``operators`` — the operator table (``op_type, core, category, calls_per_step,
   time_per_step_us, share``, optionally ``samples_us``);
 * ``fingerprint`` — the environment (flat: names to strings, numbers, booleans);
-* ``parameters`` — what the benchmark was run with (steps, batch size, the command …).
+* ``parameters`` — what the benchmark was run with (steps, batch size, the command …);
+* ``advice`` — the advisor's hints on the profiled steps (:mod:`perfgate.analysis.advisor`);
+* ``timeline`` — a compact strip of one representative profiled step
+  (:mod:`perfgate.analysis.timeline`), for the HTML report.
 
 :func:`validate_run`, :func:`validate_baseline` and :func:`validate_results` check a decoded
 JSON value against these shapes and raise one :class:`~perfgate.errors.PerfgateError` that
@@ -57,6 +60,11 @@ SAFE_NAME_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"  # no leading dot: n
 FULL_SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+# The advisor's hints and the timeline strip: bounded, so a record stays small.
+MAX_ADVICE = 16
+MAX_ADVICE_ITEMS = 8
+MAX_ADVICE_STEPS = 32
+MAX_STRIP_SEGMENTS = 200
 Sample = Number | None
 SampleList = Annotated[list[Sample], Field(max_length=MAX_SAMPLES)]
 Name = Annotated[str, Field(pattern=SAFE_NAME_PATTERN)]
@@ -78,6 +86,40 @@ class OperatorEntry(TypedDict):
     samples_us: NotRequired[SampleList]
 
 
+ItemValue = Annotated[str, Field(max_length=200)] | bool | int | Number | None
+Key = Annotated[str, Field(max_length=64)]
+AdviceItem = Annotated[dict[Key, ItemValue], Field(max_length=16)]
+
+
+@with_config(_OPEN)
+class AdviceEntry(TypedDict):
+    """One advisor hint: its rule, the figures that fired it, the steps and items involved."""
+
+    rule: Key
+    impact: Number
+    figures: Annotated[dict[Key, Number], Field(max_length=32)]
+    steps: Annotated[list[int], Field(max_length=MAX_ADVICE_STEPS)]
+    items: Annotated[list[AdviceItem], Field(max_length=MAX_ADVICE_ITEMS)]
+
+
+Segment = Annotated[list[Number], Field(min_length=2, max_length=2)]
+
+
+class TimelineStrip(TypedDict):
+    """Busy intervals of one step per lane (compute, comm, copy), µs from the step's start."""
+
+    step: int
+    rank: int
+    step_time_us: Number
+    lanes: Annotated[
+        dict[
+            Annotated[str, Field(max_length=32)],
+            Annotated[list[Segment], Field(max_length=MAX_STRIP_SEGMENTS)],
+        ],
+        Field(max_length=8),
+    ]
+
+
 @with_config(_OPEN)
 class RunRecord(TypedDict):
     """One benchmark's run, as measured (see the module docstring)."""
@@ -92,6 +134,8 @@ class RunRecord(TypedDict):
     notes: NotRequired[Annotated[list[Text], Field(max_length=MAX_NOTES)]]
     profile: NotRequired[dict[Text, Any]]
     commit: NotRequired[Annotated[str, Field(pattern=FULL_SHA_PATTERN)] | None]
+    advice: NotRequired[Annotated[list[AdviceEntry], Field(max_length=MAX_ADVICE)]]
+    timeline: NotRequired[TimelineStrip | None]
 
 
 class BaselineRecord(RunRecord):

@@ -203,6 +203,35 @@ class BaselineSettings:
     env: str = "auto"
 
 
+ADVISOR_RULES = (
+    "idle_gaps",
+    "host_copies",
+    "small_kernels",
+    "sync_waits",
+    "communication",
+    "rank_imbalance",
+    "ai_cpu",
+    "low_utilization",
+)
+
+
+@dataclass(frozen=True)
+class AdvisorSettings:
+    """The advisor's thresholds (``advisor:`` in perfgate.yaml); the defaults are the field
+    reports' (docs/advisor.md). Shares are fractions of the step time."""
+
+    free_ratio: float = 0.15  # device free (idle) time per step
+    copy_ratio: float = 0.25  # host↔device copy time per step
+    small_kernel_us: float = 50.0  # a kernel shorter than this is small
+    small_kernel_run: int = 8  # this many small kernels in a row, with launch gaps between
+    sync_ratio: float = 0.05  # synchronisation waits on the critical path
+    comm_ratio: float = 0.30  # communication not overlapped with compute
+    imbalance: float = 0.05  # slowest rank over the median rank
+    ai_cpu_share: float = 0.0  # AI_CPU operators holding more than this share of the step
+    utilization: float = 0.60  # computing share of the step below this
+    disable: tuple[str, ...] = ()  # rules switched off (ADVISOR_RULES)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The validated configuration: default rules, per-benchmark rules, the store, the
@@ -211,6 +240,7 @@ class Settings:
     rules: Rules = field(default_factory=default_rules)
     baseline: BaselineSettings = field(default_factory=BaselineSettings)
     measure: MeasureSettings = field(default_factory=MeasureSettings)
+    advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
     profiler: str = "auto"
     benchmarks: dict[str, Rules] = field(default_factory=dict)
     source: str = "defaults"

@@ -16,6 +16,7 @@ from perfgate.records import (
     validate_baseline,
     validate_results,
 )
+from perfgate.rules import AdvisorSettings
 from perfgate.store.keys import env_key, slug
 
 
@@ -45,9 +46,16 @@ def load_results_file(path: Path) -> ResultsDocument:
     return validate_results(read_json(path, "results file"), str(path))
 
 
-def load_side(path: str | Path, *, benchmark: str | None = None, env: str | None = None) -> Side:
+def load_side(
+    path: str | Path,
+    *,
+    benchmark: str | None = None,
+    env: str | None = None,
+    advisor: AdvisorSettings | None = None,
+) -> Side:
     """Read one side. A profile is analysed into a record named ``benchmark`` (default: the
-    path's name) in runner environment ``env`` (default: from the profile's fingerprint)."""
+    path's name) in runner environment ``env`` (default: from the profile's fingerprint),
+    with the advisor's hints (``advisor``: their thresholds)."""
     path = Path(path)
     document = _perfgate_document(path)
     if isinstance(document, dict) and document.get("format") == BASELINE_FORMAT:
@@ -76,5 +84,6 @@ def load_side(path: str | Path, *, benchmark: str | None = None, env: str | None
         benchmark=name,
         env=env or env_key(fingerprint),
         fingerprint=fingerprint,
+        advisor=advisor,
     )
     return Side(str(path), "profile", [record])

@@ -234,6 +234,8 @@ if os.environ.get("FAKE_RESULTS"):
     os.makedirs(path("--perfgate-out"), exist_ok=True)
     open(path("--perfgate-json"), "w").write(os.environ["FAKE_RESULTS"])
     open(path("--perfgate-md"), "w").write(os.environ["FAKE_SUMMARY"])
+    if os.environ.get("FAKE_HTML"):
+        open(path("--perfgate-html"), "w").write(os.environ["FAKE_HTML"])
 sys.exit(int(os.environ["FAKE_EXIT"]))
 """
 
@@ -543,10 +545,11 @@ def test_pytest_command_splits_arguments_like_a_shell_and_sources_cann_first(
     assert command[:2] == ["bash", "-c"]
     assert command[command.index("py") :][:5] == ["py", "-m", "pytest", "--perfgate", "-k"]
     assert "resnet and not slow" in command
-    assert command[-6:] == [
+    assert command[-8:] == [
         "--perfgate-out", str(tmp_path / "out"),
         "--perfgate-json", str(results),
         "--perfgate-md", str(summary),
+        "--perfgate-html", str(tmp_path / "out" / "report.html"),
     ]  # fmt: skip
 
 
@@ -736,6 +739,7 @@ def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_th
         "--perfgate-out", str(out),
         "--perfgate-json", str(out / "results.json"),
         "--perfgate-md", str(out / "summary.md"),
+        "--perfgate-html", str(out / "report.html"),
     ]  # fmt: skip
     assert called["step_summary"] is None  # the step writes the summary itself, once
     assert called["cann"] == "/usr/local/Ascend/ascend-toolkit/latest"
@@ -755,6 +759,56 @@ def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_th
     )
     assert status == 0
     assert "::warning::perfgate: a benchmark regressed" in stdout
+
+
+def test_the_html_report_is_linked_from_the_job_summary_and_the_comment(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    results = results_doc("a" * 40, [run_of("resnet50_train", "pass")])
+    done = runner.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(tmp_path / "record.json"),
+        FAKE_RESULTS=json.dumps(results),
+        FAKE_SUMMARY="### perfgate: pass\n",
+        FAKE_HTML="<!DOCTYPE html><title>perfgate report</title>",
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = checkout / "perfgate-out"
+    link = (
+        "📈 Plots, timelines and the advisor's hints: `report.html` in the artifact of "
+        f"[this run](https://github.com/{REPO}/actions/runs/4242)."
+    )
+    assert link in runner.summary.read_text()
+    assert link in (out / "summary.md").read_text()  # what the comment posts
+    assert runner.outputs()["html-path"] == str(out / "report.html")
+
+
+def test_after_recording_the_push_job_reports_new_change_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_history import main_line_repo
+
+    # Ten baselines at 100 ms, then the newest three at 110 ms: a change that just entered.
+    shas = main_line_repo(tmp_path / "repo", [100_000.0] * 10 + [110_000.0] * 3)
+    results = tmp_path / "results.json"
+    run = {"benchmark": "mlp", "env": "cpu-x86_64", "verdict": "pass", "samples": {"step": [0]}}
+    results.write_text(json.dumps(results_doc(shas[-1], [run])))
+    summary = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    baselines_step.report_new_change_points(tmp_path / "repo", results)
+    text = summary.read_text()
+    assert text.startswith("### perfgate history: new change points on the main line")
+    assert re.search(r"- `mlp` on `cpu-x86_64`: \+(9|10)\.\d% \(", text)
+    assert f"entered main after {shas[9][:12]}, within 1 commit(s) up to {shas[10][:12]}" in text
+    assert text.rstrip().endswith("(new)")
 
 
 def test_bench_step_that_passes_lets_the_gate_pass(tmp_path: Path, fake_python: Path) -> None:

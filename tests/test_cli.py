@@ -383,7 +383,9 @@ def test_baseline_show_history_and_prune_follow_the_main_line(
     assert main(["history", "resnet", "--repo", str(tmp_path)]) == 0
     history = capsys.readouterr().out
     assert "resnet on ascend910b-x1: 3 baseline(s)" in history
-    assert [line.split()[0] for line in history.splitlines()[3:]] == [s[:12] for s in shas[::-1]]
+    rows = history.splitlines()[3:6]
+    assert [line.split()[0] for line in rows] == [s[:12] for s in shas[::-1]]
+    assert "note: 3 baseline(s): change points need 4 or more" in history
 
     assert main(["baseline", "prune", "--keep", "1", "--dry-run", "--repo", str(tmp_path)]) == 0
     assert "would remove 2 baseline(s)" in capsys.readouterr().out

@@ -102,7 +102,7 @@ def test_pyproject_tool_section_is_read(tmp_path: Path) -> None:
         (
             "threshold: {}\n",
             "perfgate.yaml: unknown key 'threshold' (allowed: thresholds, statistics, baseline, "
-            "profiler, measure, benchmarks)",
+            "profiler, measure, advisor, benchmarks)",
         ),
         (
             "benchmarks:\n  bert: {thresholds: {step_time: {max_increase: fast}}}\n",

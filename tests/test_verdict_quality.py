@@ -24,6 +24,7 @@ import pytest
 from perfgate.analysis.compare import Comparison, MetricJudgement, compare_runs
 from perfgate.analysis.statistics import spending_pocock
 from perfgate.pytest_plugin import fixture
+from perfgate.records import merge_processes
 from perfgate.rules import Rules, default_rules
 from perfgate.verdict import MetricStatus, Verdict
 
@@ -174,7 +175,9 @@ def test_looks_are_the_plugins_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = fixture.Benchmark.__new__(fixture.Benchmark)
     bench.name = "b"
     bench.rules = Rules(metrics=default_rules().metrics, operators=default_rules().operators)
-    bench.session = SimpleNamespace(settings=None, rootdir=ROOT, baseline_ref=None)  # type: ignore[assignment]
+    bench.session = SimpleNamespace(  # type: ignore[assignment]
+        settings=None, rootdir=ROOT, baseline_ref=None, strict=False
+    )
     bench._gate(record, more_rounds)  # type: ignore[arg-type]
     assert seen == vq.looks()
     assert [rounds for rounds, _ in seen] == [5, 10, 15]
@@ -201,7 +204,7 @@ def test_a_look_judges_as_compare_runs_does() -> None:
                     _record(np.exp(session.values[session.processes == p]), int(p))
                     for p in np.unique(session.processes)
                 ]
-                merged = fixture.merge_processes(parts[0], parts[1:])  # type: ignore[arg-type]
+                merged = merge_processes(parts[0], parts[1:])  # type: ignore[arg-type]
                 records.append(merged)
             for rounds, look in vq.looks():
                 current = _record(np.exp(draws.current[trial, :rounds]))
@@ -283,18 +286,14 @@ def test_false_alarms_at_most_one_percent(results: Any, mode: str, scenario: str
 DETECTION_SCENARIOS = [s.name for s in vq.SCENARIOS if s.detection_target]
 
 
-@pytest.mark.parametrize(
-    ("mode", "scenario"), _cases(DETECTION_MISSES, MODES, DETECTION_SCENARIOS)
-)
+@pytest.mark.parametrize(("mode", "scenario"), _cases(DETECTION_MISSES, MODES, DETECTION_SCENARIOS))
 def test_detects_a_true_8_percent_rise(results: Any, mode: str, scenario: str) -> None:
     _, hi = results.interval(scenario, vq.SHIFT, mode)
     assert hi >= vq.DETECTION_TARGET
 
 
 @pytest.mark.parametrize(("mode", "scenario"), _cases(GROSS_MISSES, MODES, SCENARIOS))
-def test_a_4x_slower_step_is_always_a_regression(
-    results: Any, mode: str, scenario: str
-) -> None:
+def test_a_4x_slower_step_is_always_a_regression(results: Any, mode: str, scenario: str) -> None:
     assert results.rate(scenario, vq.GROSS, mode) == 1.0
 
 
@@ -351,7 +350,9 @@ def test_report_has_every_mode_the_anchors_and_the_targets(results: Any) -> None
 
 def test_command_line_writes_the_generated_block(tmp_path: Path) -> None:
     doc = tmp_path / "verdict-quality.md"
-    doc.write_text(f"# Title\n\nprose\n\n{vq.BEGIN_MARK}\nSTALE BLOCK\n{vq.END_MARK}\n\nmore prose\n")
+    doc.write_text(
+        f"# Title\n\nprose\n\n{vq.BEGIN_MARK}\nSTALE BLOCK\n{vq.END_MARK}\n\nmore prose\n"
+    )
     argv = ["--trials", "4", "--jobs", "1", "--scenario", "quiet", "--write", str(doc)]
     assert vq.main(argv) == 0
     text = doc.read_text()

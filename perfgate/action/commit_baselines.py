@@ -30,6 +30,7 @@ from perfgate.action import (
     ERROR,
     ActionError,
     annotate,
+    append_summary,
     choice_input,
     env_input,
     load_event,
@@ -250,7 +251,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sha is None:
         annotate("notice", "perfgate: the baselines were already committed; nothing to push")
     set_output("baseline-commit", sha or "")
+    report_new_change_points(cwd, results)
     return 0
+
+
+def report_new_change_points(cwd: Path, results: Path) -> None:
+    """After recording: the change points and creep that the new baselines complete, on the
+    job summary (docs/history.md). History is a report: a problem reading it only warns."""
+    from perfgate.errors import PerfgateError
+    from perfgate.gate import history_along_main
+    from perfgate.report.history import new_findings_markdown
+
+    settings = load_settings(None, root=cwd)
+    try:
+        runs = load_results_file(results)["runs"]
+        histories = [history_along_main(cwd, settings, r["benchmark"], r["env"]) for r in runs]
+    except PerfgateError as exc:
+        annotate("warning", f"perfgate: no history of the main line: {exc}")
+        return
+    append_summary(new_findings_markdown(histories))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Inputs (environment): ``PERFGATE_PYTEST_ARGS`` (shell-quoted, default ``--perfga
 ``PERFGATE_OUTPUT_DIR`` (default ``perfgate-out``), ``PERFGATE_CANN_ENV`` (``auto``, ``none``
 or a script to source first), ``PERFGATE_MERGE`` (glob patterns of results files: merge them
 instead of running pytest). Outputs: ``verdict``, ``exit-code``, ``results-path``,
-``summary-path``, ``output-dir`` (absolute paths).
+``summary-path``, ``html-path``, ``output-dir`` (absolute paths).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from perfgate.action.merge_results import merge_files
 from perfgate.report import markdown as md
 
 STANDARD_CANN_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+HTML_REPORT = "report.html"  # in the output directory, uploaded with the artifact
 # The exit-code output when pytest was not started (not one of pytest's own codes).
 PYTEST_NOT_RUN = -1
 
@@ -77,7 +78,7 @@ def pytest_command(
     results, summary = out_dir / "results.json", out_dir / "summary.md"
     command = [python, "-m", "pytest", *user_args]
     command += ["--perfgate-out", str(out_dir), "--perfgate-json", str(results)]
-    command += ["--perfgate-md", str(summary)]
+    command += ["--perfgate-md", str(summary), "--perfgate-html", str(out_dir / HTML_REPORT)]
     if cann is not None:
         # Source the script in the shell that then becomes pytest: its exports reach pytest.
         prelude = '. "$1" || { echo "perfgate: sourcing $1 failed" >&2; exit 2; }; shift; exec "$@"'
@@ -157,6 +158,16 @@ def ab_base(cwd: Path, event: Mapping[str, Any]) -> str:
     return sha
 
 
+def html_report_line() -> str:
+    """Where the HTML report is: in the artifact of this workflow run."""
+    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    repository, run = os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_RUN_ID")
+    where = "this run's artifact"
+    if repository and run:
+        where = f"the artifact of [this run]({server}/{repository}/actions/runs/{run})"
+    return f"\n📈 Plots, timelines and the advisor's hints: `{HTML_REPORT}` in {where}.\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run (or merge), then write outputs and the job summary."""
     parser = argparse.ArgumentParser(prog="python -m perfgate.action.run_benchmarks")
@@ -166,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results, summary = out_dir / "results.json", out_dir / "summary.md"
     # Self-hosted runners keep their workspace: a report left by an earlier run must not
     # pass for this one's.
-    for stale in (results, summary):
+    for stale in (results, summary, out_dir / HTML_REPORT):
         stale.unlink(missing_ok=True)
     cwd = Path.cwd()
     remember_default_branch(cwd, load_event())
@@ -178,6 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = expand(merge_patterns)
         merge_files(paths, results, summary)
         print(f"perfgate: merged {len(paths)} results files into {results}")
+        from perfgate.report.html import render_results_html
+        from perfgate.sides import load_results_file
+
+        write_text(out_dir / HTML_REPORT, render_results_html(load_results_file(results)))
         exit_code = 0
     elif is_shallow_checkout(cwd):
         # Measuring would end in no-baseline and a green build: an error, before the run.
@@ -209,6 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif verdict == REGRESSION:
         names = [str(r.get("benchmark")) for r in runs or [] if r.get("verdict") == REGRESSION]
         annotate("error", "perfgate: performance regression in " + ", ".join(names))
+    if (out_dir / HTML_REPORT).is_file():
+        # The pull request comment is summary.md too: both link the page.
+        link = html_report_line()
+        markdown += link
+        if summary.is_file():
+            write_text(summary, summary.read_text(encoding="utf-8") + link)
     if not summary.is_file():
         write_text(summary, markdown)
     append_summary(markdown)
@@ -220,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_output("output-dir", str(out_dir))
     set_output("results-path", str(results) if results.is_file() else "")
     set_output("summary-path", str(summary))
+    html = out_dir / HTML_REPORT
+    set_output("html-path", str(html) if html.is_file() else "")
     return 0
 
 

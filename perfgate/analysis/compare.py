@@ -55,6 +55,7 @@ from perfgate.analysis.statistics import (
     round_values,
     sample_median,
 )
+from perfgate.analysis.summary import side_summary
 from perfgate.records import OperatorEntry, RunRecord
 from perfgate.rules import MetricRule, OperatorRule, Rules, Statistics, Threshold, Unit
 from perfgate.verdict import MetricStatus, Verdict
@@ -565,6 +566,10 @@ class Comparison:
     breakdown_delta_us: dict[str, float] = field(default_factory=dict)
     # Median change of the profiled step time (µs): what operator shares are shares of.
     step_delta_us: float | None = None
+    # For the reports: the current run's advisor hints (its record's ``advice``) and a
+    # compact summary of the baseline side (perfgate.analysis.summary.side_summary).
+    advice: list[dict[str, Any]] = field(default_factory=list)
+    baseline_summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def inconclusive(self) -> bool:
@@ -776,6 +781,8 @@ def compare_runs(
         verdict=Verdict.PASS,
         baseline=dict(baseline_info or {"commit": baseline.get("commit")}),
         current=dict(current_info or {"commit": current.get("commit")}),
+        advice=[dict(a) for a in current.get("advice") or []],
+        baseline_summary=side_summary(baseline),
     )
     hard, soft = fingerprint_differences(
         baseline.get("fingerprint", {}), current.get("fingerprint", {})

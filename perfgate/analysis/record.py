@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfgate.analysis.advisor import advise
 from perfgate.analysis.metrics import METRIC_NAMES, RunAnalysis
+from perfgate.analysis.timeline import timeline_strip
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
-from perfgate.records import MAX_OPERATORS, OperatorEntry, RunRecord, json_number, validate_run
+from perfgate.records import (
+    MAX_ADVICE,
+    MAX_OPERATORS,
+    OperatorEntry,
+    RunRecord,
+    json_number,
+    validate_run,
+)
+from perfgate.rules import AdvisorSettings
 
 # Operators holding at least this share of the step keep their per-step samples in the
 # record (for operator-level significance); the rest keep only their averages, so a
@@ -47,9 +57,10 @@ def run_record(
     env: str,
     fingerprint: dict[str, Any] | None = None,
     parameters: dict[str, Any] | None = None,
+    advisor: AdvisorSettings | None = None,
 ) -> RunRecord:
     """The record of one benchmark run (without commit fields; the store adds those),
-    checked like a record read from a file."""
+    checked like a record read from a file. ``advisor``: the thresholds of its hints."""
     per_step = analysis.per_step
     samples: dict[str, list[Any]] = {"step": [int(s) for s in per_step["step"]]}
     for column in SAMPLE_COLUMNS:
@@ -89,5 +100,7 @@ def run_record(
         "samples": samples,
         "operators": operators,
         "notes": notes,
+        "advice": [hint.as_dict() for hint in advise(profile, analysis, advisor)][:MAX_ADVICE],
+        "timeline": timeline_strip(profile, analysis),
     }
     return validate_run(record, f"the record of benchmark {benchmark!r}")

@@ -18,6 +18,7 @@ from typing import Any
 from perfgate.errors import PerfgateError
 from perfgate.model import Profile
 from perfgate.records import RunRecord, validate_run
+from perfgate.rules import AdvisorSettings
 from perfgate.store.keys import env_key
 
 StepFn = Callable[[], object]
@@ -199,8 +200,14 @@ def env_for(fingerprint: dict[str, Any], configured: str) -> str:
     return configured if configured != "auto" else env_key(fingerprint)
 
 
-def record_from_profile(profile: Profile, benchmark: str, configured_env: str) -> RunRecord:
-    """The run record of a profile, with the runtime environment in its fingerprint."""
+def record_from_profile(
+    profile: Profile,
+    benchmark: str,
+    configured_env: str,
+    advisor: AdvisorSettings | None = None,
+) -> RunRecord:
+    """The run record of a profile, with the runtime environment in its fingerprint and the
+    advisor's hints (``advisor``: their thresholds)."""
     from perfgate.analysis.metrics import analyze
     from perfgate.analysis.record import fingerprint_from_profile, run_record
 
@@ -215,6 +222,7 @@ def record_from_profile(profile: Profile, benchmark: str, configured_env: str) -
         benchmark=benchmark,
         env=env_for(fingerprint, configured_env),
         fingerprint=fingerprint,
+        advisor=advisor,
     )
 
 

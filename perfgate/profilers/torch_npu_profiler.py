@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
+from perfgate.profilers.quiet import quiet_profiler
 
 
 def record_ascend_profile(
@@ -36,13 +37,16 @@ def record_ascend_profile(
         profiler_level=profiler.ProfilerLevel.Level1,
         aic_metrics=profiler.AiCMetrics.PipeUtilization,
     )
-    with profiler.profile(
-        activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU],
-        schedule=profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-        on_trace_ready=profiler.tensorboard_trace_handler(str(out)),
-        record_shapes=True,
-        experimental_config=experimental,
-    ) as prof:
+    with (
+        quiet_profiler(),
+        profiler.profile(
+            activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU],
+            schedule=profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+            on_trace_ready=profiler.tensorboard_trace_handler(str(out)),
+            record_shapes=True,
+            experimental_config=experimental,
+        ) as prof,
+    ):
         for _ in range(warmup + steps):
             step_fn()
             prof.step()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
+from perfgate.profilers.quiet import quiet_profiler
 
 
 def _torch() -> Any:
@@ -56,12 +57,16 @@ def record_trace(
     def export(prof: Any) -> None:
         prof.export_chrome_trace(str(out))
 
-    with profiler.profile(
-        activities=activities,
-        schedule=profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-        on_trace_ready=export,
-        record_shapes=record_shapes,
-    ) as prof:
+    # Kineto writes "USDT: … profiler_start/stop" to stderr: kept out of the test output.
+    with (
+        quiet_profiler(),
+        profiler.profile(
+            activities=activities,
+            schedule=profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+            on_trace_ready=export,
+            record_shapes=record_shapes,
+        ) as prof,
+    ):
         for _ in range(warmup + steps):
             step_fn()
             if cuda:

@@ -166,7 +166,9 @@ class Benchmark:
             return measure.timing_record([], self.name, configured_env, "none")
         profile = measure.profile_steps(step, steps, profiler, self.session.profile_dir(self.name))
         clock.lap("profiled_steps")
-        record = measure.record_from_profile(profile, self.name, configured_env)
+        record = measure.record_from_profile(
+            profile, self.name, configured_env, self.session.settings.advisor
+        )
         clock.lap("analysis")
         return record
 
@@ -233,7 +235,7 @@ class Benchmark:
                 run = run_under_msprof(argv, out, env=child_env, timeout=timeout)
                 clock.lap("profiled_steps")
                 record = measure.record_from_profile(
-                    load_msprof_run(run), self.name, configured_env
+                    load_msprof_run(run), self.name, configured_env, self.session.settings.advisor
                 )
                 clock.lap("analysis")
             else:

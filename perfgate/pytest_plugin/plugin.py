@@ -10,6 +10,7 @@ than pytest is imported.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -68,6 +69,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="Markdown report. Default: <out>/summary.md (and appended to "
         "$GITHUB_STEP_SUMMARY when set)",
+    )
+    group.addoption(
+        "--perfgate-html",
+        default=None,
+        metavar="PATH",
+        help="also write the report as one self-contained HTML page with plots "
+        "(the same as `perfgate report RESULTS --format html -o PATH`)",
     )
     group.addoption(
         "--perfgate-ab",
@@ -194,10 +202,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             perfgate_session.write_partial(str(worker["workerid"]))
         else:
             perfgate_session.write_reports()
+            html = config.getoption("perfgate_html")
+            if html and perfgate_session.results and not perfgate_session.measure_only:
+                write_html(perfgate_session.json_path, Path(html))
     except PerfgateError as exc:
         perfgate_session.report_error = str(exc)
         # A gate whose results were not written has not gated: never a green build.
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def write_html(results: Path, target: Path) -> None:
+    """The HTML report of the results file the session just wrote."""
+    from perfgate.errors import PerfgateError
+    from perfgate.report.html import render_results_html
+    from perfgate.sides import load_results_file
+    from perfgate.store.atomic import atomic_write
+
+    page = render_results_html(load_results_file(results))
+    try:
+        atomic_write(target, page.encode("utf-8"))
+    except OSError as exc:
+        raise PerfgateError(
+            f"{target}: cannot write the HTML report ({exc.strerror or exc})"
+        ) from None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -208,5 +235,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if session.results or session.report_error:
         terminalreporter.section("perfgate")
     session.report(terminalreporter.write_line)
+    html = config.getoption("perfgate_html")
+    if html and session.results and not session.report_error:
+        terminalreporter.write_line(f"html:    {html}")
     if session.report_error:
         terminalreporter.write_line(f"perfgate: error: {session.report_error}", red=True)

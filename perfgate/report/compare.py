@@ -12,9 +12,11 @@ from typing import Any
 
 from tabulate import tabulate
 
+from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
 from perfgate.records import json_number
 from perfgate.report import markdown as md
+from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
 from perfgate.report.format import (
     format_calls,
@@ -28,6 +30,8 @@ from perfgate.verdict import MetricStatus, Verdict, worst
 
 # History: 1 — first version.
 COMPARE_SCHEMA = "perfgate.compare"
+# Advisor hints shown per benchmark in the table and Markdown reports (the JSON has all).
+ADVICE_TOP = 3
 COMPARE_SCHEMA_VERSION = 1
 
 
@@ -72,6 +76,8 @@ def comparison_dict(c: Comparison, top_operators: int | None = None) -> dict[str
         "breakdown_delta_us": c.breakdown_delta_us,
         "step_delta_us": json_number(c.step_delta_us),
         "summary": summary_lines(c),
+        "advice": [advice_dict(h) for h in hints_from(c.advice)],
+        "baseline_summary": c.baseline_summary,
     }
 
 
@@ -131,6 +137,8 @@ def comparison_from_dict(data: dict[str, Any]) -> Comparison:
         notes=list(data.get("notes", [])),
         breakdown_delta_us=dict(data.get("breakdown_delta_us", {})),
         step_delta_us=data.get("step_delta_us"),
+        advice=[Hint.from_dict(a).as_dict() for a in data.get("advice") or []],
+        baseline_summary=dict(data.get("baseline_summary") or {}),
     )
 
 
@@ -275,6 +283,11 @@ def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
         for line in summary_lines(c):
             out.append(f"! {line}")
         out.extend(f"  {line}" for line in reason_lines(c))
+        hints = hints_from(c.advice)
+        if hints:
+            shown = min(len(hints), ADVICE_TOP)
+            out.append(f"advisor ({shown} of {len(hints)} hint(s) on the current run):")
+            out.extend(advice_block(hints, top=ADVICE_TOP))
         out.extend(f"warning: {w}" for w in c.warnings)
         out.extend(f"note: {n}" for n in c.notes)
     return "\n".join(out) + "\n"
@@ -337,5 +350,11 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
         notes = reason_lines(c) + c.warnings + c.notes
         out.extend(f"> {md.escape(n)}  " for n in notes)
         if notes:
+            out.append("")
+        hints = advice_lines(hints_from(c.advice), top=ADVICE_TOP)
+        if hints:
+            out.append(f"**Advisor** ({len(hints)} of {len(c.advice)} hint(s) on the current run)")
+            out.append("")
+            out.extend(f"- {md.escape(line)}" for line in hints)
             out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -206,7 +206,10 @@ def verdict_reason(c: Comparison) -> str | None:
         return None  # no-baseline: one line after the table says how to record them
     lines = summary_lines(c)
     if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and lines:
-        return lines[0]
+        # The line of a metric (or operator) with the verdict's own status, not of an
+        # unstable metric listed before it.
+        word = "regressed" if c.verdict is Verdict.REGRESSION else "improved"
+        return next((line for line in lines if f" {word}: " in line), lines[0])
     if c.verdict is Verdict.UNSTABLE:
         unstable = [m for m in c.metrics if m.gated and m.status is MetricStatus.UNSTABLE]
         if unstable:

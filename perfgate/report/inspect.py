@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
 
@@ -16,9 +17,11 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from perfgate.analysis.advisor import Hint
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import json_number
+from perfgate.report.advice import advice_block, advice_dict, advice_lines
 from perfgate.report.format import (
     format_calls,
     format_ratio,
@@ -40,9 +43,9 @@ _BREAKDOWN_LABELS = {
 
 
 def inspect_document(
-    profile: Profile, analysis: RunAnalysis, top: int | None = None
+    profile: Profile, analysis: RunAnalysis, top: int | None = None, hints: Sequence[Hint] = ()
 ) -> dict[str, Any]:
-    """The ``perfgate inspect --format json`` document."""
+    """The ``perfgate inspect --format json`` document (``hints``: the advisor's)."""
     operators = analysis.operators if top is None else analysis.operators.head(top)
     metadata = {
         k: json_number(v) if isinstance(v, float) else v
@@ -71,15 +74,18 @@ def inspect_document(
         ),
         "operators": _records(operators),
         "operators_total": len(analysis.operators),
+        "advice": [advice_dict(h) for h in hints],
         "notes": analysis.notes,
     }
 
 
-def inspect_json(profile: Profile, analysis: RunAnalysis, top: int | None = None) -> str:
+def inspect_json(
+    profile: Profile, analysis: RunAnalysis, top: int | None = None, hints: Sequence[Hint] = ()
+) -> str:
     """The text of ``perfgate inspect --format json``: exactly
     ``json.dumps(inspect_document(...), indent=2) + "\n"``, written faster (see
     :func:`dumps_indented`)."""
-    return dumps_indented(inspect_document(profile, analysis, top=top)) + "\n"
+    return dumps_indented(inspect_document(profile, analysis, top=top, hints=hints)) + "\n"
 
 
 _INDENT = "  "
@@ -263,8 +269,10 @@ _BREAKDOWN_HEADERS = ["breakdown (median)", "time", "of step"]
 _OPERATOR_HEADERS = ["op_type", "core", "category", "calls/step", "time/step", "share"]
 
 
-def render_table(profile: Profile, analysis: RunAnalysis, top: int = 10) -> str:
-    """The terminal report of ``perfgate inspect``."""
+def render_table(
+    profile: Profile, analysis: RunAnalysis, top: int = 10, hints: Sequence[Hint] = ()
+) -> str:
+    """The terminal report of ``perfgate inspect`` (``hints``: the advisor's)."""
     parts = ["\n".join(_header_lines(profile, analysis)), ""]
     parts.append(
         tabulate(
@@ -297,14 +305,20 @@ def render_table(profile: Profile, analysis: RunAnalysis, top: int = 10) -> str:
         )
     else:
         parts.append("operators: none in this profile")
+    if hints:
+        parts.append("")
+        parts.append(f"advisor ({len(hints)} hint(s), largest impact first)")
+        parts.extend(advice_block(hints))
     if analysis.notes:
         parts.append("")
         parts.extend(f"note: {line}" for line in analysis.notes)
     return "\n".join(parts) + "\n"
 
 
-def render_markdown(profile: Profile, analysis: RunAnalysis, top: int = 10) -> str:
-    """Markdown for a GitHub job summary or a PR comment."""
+def render_markdown(
+    profile: Profile, analysis: RunAnalysis, top: int = 10, hints: Sequence[Hint] = ()
+) -> str:
+    """Markdown for a GitHub job summary or a PR comment (``hints``: the advisor's)."""
     header = _header_lines(profile, analysis)
     parts = [f"### perfgate inspect: `{profile.path}`", ""]
     parts.extend(f"- {line}" for line in header[1:])
@@ -326,6 +340,11 @@ def render_markdown(profile: Profile, analysis: RunAnalysis, top: int = 10) -> s
                 tablefmt="github",
             )
         )
+    if hints:
+        parts.append("")
+        parts.append(f"**Advisor** ({len(hints)} hint(s), largest impact first)")
+        parts.append("")
+        parts.extend(f"- {line}" for line in advice_lines(hints))
     if analysis.notes:
         parts.append("")
         parts.extend(f"> {line}" for line in analysis.notes)
