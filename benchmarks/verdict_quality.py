@@ -453,7 +453,7 @@ class Outcome:
 
 def gate(
     sessions: Sequence[RoundValues],
-    kept: int,
+    kept: Sequence[int],
     current: FloatArray,
     stats: Statistics = STATISTICS,
     schedule: Sequence[tuple[int, Look]] | None = None,
@@ -461,7 +461,7 @@ def gate(
     """The plugin's loop (``fixture._gate`` over ``compare_runs``): judge after each batch
     of rounds, stop at the first conclusive look or the last one (``schedule``: other looks
     than the plugin's, for the guards' variants and the tests). ``sessions``: baselines
-    nearest first; ``kept``: how many of them :func:`look_back` keeps."""
+    nearest first; ``kept``: the indices of those :func:`look_back` keeps."""
     rule = step_time_rule()
     first: MetricJudgement | None = None
     outcome: Outcome | None = None
@@ -471,8 +471,8 @@ def gate(
             sessions[0],
             _one_process(current[:rounds]),
             stats,
-            history=sessions[1:kept],
-            history_left_out=len(sessions) - kept,
+            history=[sessions[i] for i in kept[1:]],
+            history_left_out=len(sessions) - len(kept),
             look=look,
             log=True,
         )
@@ -664,21 +664,21 @@ def _judge_store(
             baseline_side(store.baselines[i, s], counts[i, s])
             for s in range(store.baselines.shape[1])
         ]
-        single = gate(sessions, 1, store.current[i], stats)
+        single = gate(sessions, [0], store.current[i], stats)
         tally("store-1").add(single.status, single.rounds)
         if task.lookback:
             kept = look_back(sessions, step_time_rule(), stats, log=True)
             pooled = gate(sessions, kept, store.current[i], stats)
             tally("store-8").add(pooled.status, pooled.rounds)
-            tally("kept").add("", kept)
+            tally("kept").add("", len(kept))
         tally("baseline-rounds").add("", int(counts[i, 0].sum()))
         if task.guards and guards and task.chunk < GUARD_CHUNKS:
-            once = gate(sessions, 1, store.current[i], stats, one_look)
+            once = gate(sessions, [0], store.current[i], stats, one_look)
             tally("one-look").add(once.status, once.rounds)
             # Its first look is one-look's, conclusive unless that said unstable.
             always = once
             if once.status == UNSTABLE:
-                always = gate(sessions, 1, store.current[i], stats, no_spending[1:])
+                always = gate(sessions, [0], store.current[i], stats, no_spending[1:])
             tally("no-spending").add(always.status, always.rounds)
             effect = single.first.change > threshold
             tally("effect-only").add(REGRESSION if effect else "pass", stats.rounds)

@@ -9,7 +9,8 @@ Defaults::
       copy_ratio:  {max_increase: 2pt}
       operators:   {max_increase: 10%, min_share: 1%, gate: false}
     statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
-                 rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4}
+                 rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4,
+                 session_noise: 2%}
     measure:    {threads: auto, pin_cpu: auto}
     advisor:    {free_ratio: 15%, copy_ratio: 25%, small_kernel_us: 50us, small_kernel_run: 8,
                  sync_ratio: 5%, comm_ratio: 30%, imbalance: 5%, ai_cpu_share: 0%,
@@ -113,6 +114,7 @@ _STATISTICS_KEYS = (
     "processes",
     "max_seconds",
     "ab_pairs",
+    "session_noise",
 )
 _BENCHMARK_KEYS = ("thresholds", "statistics")
 
@@ -210,6 +212,11 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
     if "max_cv" in section:
         cv = parse_threshold(section["max_cv"], key=f"{where}.max_cv", allowed=(Unit.RELATIVE,))
         stats = replace(stats, max_cv=cv.value)
+    if "session_noise" in section:
+        noise = parse_threshold(
+            section["session_noise"], key=f"{where}.session_noise", allowed=(Unit.RELATIVE,)
+        )
+        stats = replace(stats, session_noise=noise.value)
     for key, minimum in (("rounds", 2), ("max_rounds", 2), ("processes", 1), ("ab_pairs", 2)):
         if key in section:
             stats = replace(stats, **{key: _int(section[key], f"{where}.{key}", minimum)})

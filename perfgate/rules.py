@@ -143,6 +143,10 @@ class Statistics:
     processes: int = 3
     max_seconds: float = 120.0
     ab_pairs: int = 4  # base/tree process pairs of a same-runner A/B run
+    # The spread of a whole session's level (the runner's day, its neighbours, clocks): what
+    # one stored baseline cannot show. Assumed for times until 3 or more baselines of the
+    # same code measure it (docs/verdict-quality.md).
+    session_noise: float = 0.02
 
     @property
     def looks(self) -> int:

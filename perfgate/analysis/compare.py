@@ -54,6 +54,8 @@ from perfgate.analysis.statistics import (
     paired_difference,
     round_values,
     sample_median,
+    tame_stalls,
+    with_session_noise,
 )
 from perfgate.analysis.summary import side_summary
 from perfgate.records import OperatorEntry, RunRecord
@@ -129,6 +131,10 @@ class MetricJudgement:
     within_history: bool = False
     noise: float | None = None
     noise_process: float | None = None
+    noise_session: float | None = None
+    # The standard error of the change as measured (no assumed session noise): the noise
+    # floor. Above the threshold, this runner cannot tell a threshold-sized change.
+    noise_change: float | None = None
     detectable: float | None = None
     threshold_value: float = 0.0
     inconclusive: bool = False
@@ -138,14 +144,13 @@ class MetricJudgement:
     cpu_change: float | None = None
     others_cpus: float | None = None
     contended: bool = False
+    # A time at least twice the reference whose every process sits 1.5x beyond every baseline
+    # process: no noise model is needed to call that a regression (stalled rounds and a
+    # few processes make the t-test's spread estimate too loose to say so).
+    far_beyond_noise: bool = False
     # Copy tasks per step on each side, when the count rose with the copy ratio: counts do
     # not wander with the runner's load, so they confirm a copy ratio the noise hides.
     copy_calls: tuple[float, float] | None = None
-
-    @property
-    def limit_exceeded_by_noise(self) -> bool:
-        """The noise alone can hide a change of the threshold's size."""
-        return self.detectable is not None and self.detectable > self.threshold_value
 
 
 def signed_threshold(threshold: Threshold, bad_sign: int) -> str:
@@ -216,6 +221,7 @@ def judge_rounds(
         look: the α to spend at this look and whether more rounds may follow.
     """
     look = look or Look(stats.alpha)
+    baseline, current, *history = tame_stalls([baseline, current, *history])
     threshold = rule.threshold
     j = _new_judgement(rule, stats, look)
     j.n_baseline, j.n_current = baseline.rounds, current.rounds
@@ -241,9 +247,18 @@ def judge_rounds(
         j.effect = "good"
     direction = -rule.bad_sign if j.effect == "good" else rule.bad_sign
 
-    diff = paired_difference(baseline, current) if paired else difference(pooled, current)
+    measured: Difference | None = None
     if paired:
+        diff = paired_difference(baseline, current)
         j.test = "paired t-test on A/B pairs"
+    else:
+        measured = difference(pooled, current)
+        if measured is not None:
+            prior = math.log1p(stats.session_noise) if log else None
+            diff = with_session_noise(measured, sessions, prior)
+    # An assumed session noise raises the bar for a regression only: what the run cannot
+    # tell apart ("unstable") is said from the noise it measured.
+    told = measured if diff is not None and diff.session_assumed else diff
     if diff is None:
         j.test = "effect-only"
         j.inconclusive = False
@@ -257,7 +272,10 @@ def judge_rounds(
         j.noise = abs(_to_threshold_unit(threshold, log, scale, diff.round_noise))
         if diff.process_noise is not None:
             j.noise_process = abs(_to_threshold_unit(threshold, log, scale, diff.process_noise))
-        margin = diff.margin(stats.alpha)
+        if diff.session_noise is not None and not diff.session_assumed:
+            j.noise_session = abs(_to_threshold_unit(threshold, log, scale, diff.session_noise))
+        j.noise_change = abs(_to_threshold_unit(threshold, log, scale, (told or diff).se))
+        margin = (told or diff).margin(stats.alpha)
         j.detectable = abs(_to_threshold_unit(threshold, log, scale, margin))
     if len(centres) >= 2:
         j.history_low, j.history_high = min(centres), max(centres)
@@ -266,8 +284,33 @@ def judge_rounds(
         # hair happens to 1 unchanged run in k + 1.
         beyond = threshold.change(edge, j.current) * direction
         j.within_history = beyond <= HISTORY_MARGIN * threshold.value
+    if log and j.effect == "bad":
+        j.far_beyond_noise = _far_beyond(sessions, current, rule.bad_sign)
     _decide(j, diff, look, threshold, rule.bad_sign)
     return j
+
+
+# A gross change of a time (log scale): twice the reference, every process 1.5x beyond.
+GROSS_CHANGE = math.log(2.0)
+GROSS_SEPARATION = math.log(1.5)
+
+
+def _far_beyond(sessions: Sequence[RoundValues], current: RoundValues, bad_sign: int) -> bool:
+    """Every current process's median round lies beyond every baseline process's median
+    round by :data:`GROSS_SEPARATION`, and the centres by :data:`GROSS_CHANGE` (log values,
+    in the bad direction). Medians: a stalled round cannot move them."""
+    baseline = [m for side in sessions if side.rounds for m in _process_medians(side)]
+    ours = _process_medians(current)
+    if not baseline or not ours:
+        return False
+    reference = float(np.median([side.centre() for side in sessions if side.rounds]))
+    change = (current.centre() - reference) * bad_sign
+    gap = min(ours) - max(baseline) if bad_sign > 0 else min(baseline) - max(ours)
+    return change >= GROSS_CHANGE and gap >= GROSS_SEPARATION
+
+
+def _process_medians(side: RoundValues) -> list[float]:
+    return [float(np.median(side.values[side.processes == p])) for p in np.unique(side.processes)]
 
 
 def _pool(sessions: Sequence[RoundValues]) -> RoundValues:
@@ -297,16 +340,19 @@ def _decide(
         elif j.effect == "good":
             j.status = MetricStatus.IMPROVEMENT
         return
-    if j.effect == "bad" and j.significant and not j.within_history:
+    if j.effect == "bad" and (j.significant or j.far_beyond_noise) and not j.within_history:
         j.status = MetricStatus.REGRESSION
+        j.inconclusive = False
         return
     if j.effect == "good" and j.significant and not j.within_history:
         j.status = MetricStatus.IMPROVEMENT
         return
-    # The worst change the data leave plausible, in the bad direction.
-    bad_change = j.change * bad_sign
-    worst = bad_change + (j.detectable or 0.0)
-    if worst <= threshold.value or j.within_history or j.effect == "good":
+    # Not a regression. Undecided when the change is past the threshold but not significant
+    # (suspicious), or when the measured noise of the change exceeds the threshold (the
+    # runner cannot tell a threshold-sized change): more rounds, then unstable.
+    suspicious = j.effect == "bad"
+    too_noisy = (j.noise_change or 0.0) > threshold.value
+    if j.within_history or j.effect == "good" or not (suspicious or too_noisy):
         j.status = MetricStatus.PASS
         return
     if look.final:
@@ -720,30 +766,32 @@ def step_samples(record: RunRecord, metric: str) -> list[float | None]:
 
 def look_back(
     sessions: Sequence[RoundValues], rule: MetricRule, stats: Statistics, log: bool
-) -> int:
-    """How many of ``sessions`` (baselines, nearest first) measured the nearest one's code.
+) -> list[int]:
+    """Which of ``sessions`` (baselines, nearest first) measured the nearest one's code: their
+    indices, the nearest (0) always.
 
     Walking back, a baseline *deviates* when its centre lies beyond the threshold from the
     median of those kept so far, significantly. The walk stops at a deviation that the next
     older baseline confirms (it deviates too, or there is none): a step change, intended
     (it passed review), so not noise — it never widens the look-back's spread. A deviation
-    the next one does not confirm is the runner's own back and forth (a run that landed in
-    a slower mode) and stays, as noise."""
+    the next one does not confirm (a change tried and reverted, or a run that landed in a
+    slower mode) is stepped over: it neither stops the walk nor joins the spread."""
     if not sessions:
-        return 0
-    kept = [sessions[0]]
+        return []
+    kept = [0]
 
     def deviates(session: RoundValues) -> bool:
         if session.rounds == 0:
             return True
-        centre = float(np.median([_metric_value(log, k.centre()) for k in kept]))
+        ours = [sessions[i] for i in kept]
+        centre = float(np.median([_metric_value(log, k.centre()) for k in ours]))
         value = _metric_value(log, session.centre())
         moved = rule.threshold.exceeded_by(centre, value, +1) or rule.threshold.exceeded_by(
             centre, value, -1
         )
         if not moved:
             return False
-        diff = difference(_pool(kept), session)
+        diff = difference(_pool(ours), session)
         return diff is None or min(diff.p_greater(), diff.p_less()) < stats.alpha
 
     for index in range(1, len(sessions)):
@@ -751,8 +799,9 @@ def look_back(
             following = sessions[index + 1] if index + 1 < len(sessions) else None
             if following is None or deviates(following):
                 break
-        kept.append(sessions[index])
-    return len(kept)
+            continue
+        kept.append(index)
+    return kept
 
 
 def compare_runs(
@@ -812,13 +861,13 @@ def compare_runs(
                 base,
                 cur,
                 stats,
-                history=sessions[1:kept],
-                history_left_out=len(sessions) - kept,
+                history=[sessions[i] for i in kept[1:]],
+                history_left_out=len(sessions) - len(kept),
                 look=look,
                 log=log,
             )
             if log and judgement.status is MetricStatus.REGRESSION:
-                _witness(judgement, rule, history[:kept], current, stats, look)
+                _witness(judgement, rule, [history[i] for i in kept], current, stats, look)
         if rule.metric == "copy_ratio":
             _count_copies(judgement, baseline, current)
         comparison.metrics.append(judgement)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -140,6 +140,44 @@ def _labels(labels: Samples | Sequence[int] | None, n: int) -> npt.NDArray[np.in
     return np.asarray([0 if v is None else int(v) for v in labels], dtype=np.int64)
 
 
+# A round further than this many robust SDs from its process's median is a stall (a
+# neighbour, a page-cache miss, a frequency drop), not the code: it counts, clipped to here.
+STALL_CLIP = 4.0
+_MAD_TO_Z = 0.6745  # the median of |z| for a standard normal z
+
+
+def tame_stalls(sides: Sequence[RoundValues]) -> list[RoundValues]:
+    """``sides`` with stalled rounds clipped (Huber-style winsorizing): each round within
+    ``STALL_CLIP`` robust SDs of its process's median round. The SD is pooled from the
+    differences of rounds within a process (the median absolute difference of all pairs,
+    / (0.6745·√2): consistent for normal rounds, blind to a minority of stalls). A heavy
+    tail of slow rounds otherwise moves the means and the t-test's spread alike."""
+    differences = []
+    for side in sides:
+        for p in np.unique(side.processes):
+            values = side.values[side.processes == p]
+            if values.size >= 3:
+                i, j = np.triu_indices(values.size, k=1)
+                differences.append(np.abs(values[i] - values[j]))
+    if not differences:
+        return list(sides)
+    pooled = np.concatenate(differences)
+    scale = float(np.median(pooled)) / (_MAD_TO_Z * math.sqrt(2.0))
+    if pooled.size < 6 or scale <= 0:
+        return list(sides)
+    limit = STALL_CLIP * scale
+    tamed = []
+    for side in sides:
+        values = side.values.copy()
+        for p in np.unique(side.processes):
+            chosen = side.processes == p
+            if int(chosen.sum()) >= 3:
+                centre = float(np.median(values[chosen]))
+                values[chosen] = np.clip(values[chosen], centre - limit, centre + limit)
+        tamed.append(RoundValues(values, side.processes))
+    return tamed
+
+
 @dataclass(frozen=True)
 class Difference:
     """``current − baseline`` of two sides' centres, with its standard error and degrees of
@@ -151,6 +189,8 @@ class Difference:
     round_noise: float  # SD of one round around its process's mean (None-free: 0 if unknown)
     process_noise: float | None  # SD of the process effect; None when no side has 2 processes
     rounds_df: int  # degrees of freedom of round_noise
+    session_noise: float | None = None  # SD of a session's level (estimated or assumed)
+    session_assumed: bool = False  # session_noise is the configured prior, not measured
 
     def p_greater(self) -> float:
         """One-sided p-value that the true difference is above 0."""
@@ -229,6 +269,50 @@ def difference(
         process_noise=math.sqrt(tau2) if tau2 is not None else None,
         rounds_df=within_df,
     )
+
+
+# A session's level is estimated from the baselines when at least this many measured the
+# same code (two degrees of freedom); with fewer, the configured prior stands in.
+MIN_SESSIONS = 3
+
+
+def with_session_noise(
+    diff: Difference, sessions: Sequence[RoundValues], prior: float | None
+) -> Difference:
+    """``diff`` with the noise of whole sessions added: each run (a session) sits at its
+    own level (the runner's day, its neighbours, clocks), which rounds and processes of one
+    session cannot show. ``sessions``: the baseline's and the look-back's, of the same code.
+
+    With :data:`MIN_SESSIONS` or more, the variance of a session's level ω² is the spread of
+    their centres less what their rounds and processes explain; the reference (their mean)
+    and the current session each carry it: + ω²(1 + 1/S), its degrees of freedom S − 1, and
+    Satterthwaite's formula combines them. With fewer, ``prior`` (a standard deviation on
+    the decision scale; None: none) stands in for ω, known, on both sides: + 2·prior².
+    """
+    sessions = [side for side in sessions if side.rounds]
+    if len(sessions) >= MIN_SESSIONS:
+        centres = np.asarray([side.centre() for side in sessions], dtype=np.float64)
+        sigma2 = diff.round_noise**2
+        tau2 = (diff.process_noise or 0.0) ** 2
+        explained = []
+        for side in sessions:
+            processes = len(np.unique(side.processes))
+            explained.append((tau2 + sigma2 * processes / side.rounds) / processes)
+        omega2 = max(float(centres.var(ddof=1)) - float(np.mean(explained)), 0.0)
+        added = omega2 * (1 + 1 / len(sessions))
+        added_df: float | None = len(sessions) - 1.0
+    elif prior:
+        omega2 = prior**2
+        added, added_df = 2 * omega2, None  # known: no degrees of freedom lost
+        diff = replace(diff, session_assumed=True)
+    else:
+        return diff
+    if added <= 0:
+        return replace(diff, session_noise=math.sqrt(omega2))
+    variance = diff.se**2 + added
+    terms = diff.se**4 / diff.df + (added**2 / added_df if added_df else 0.0)
+    df = variance**2 / terms if terms else diff.df
+    return replace(diff, se=math.sqrt(variance), df=max(df, 1.0), session_noise=math.sqrt(omega2))
 
 
 def paired_difference(baseline: RoundValues, current: RoundValues) -> Difference | None:

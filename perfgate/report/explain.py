@@ -54,6 +54,11 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
             f"copy tasks per step rose {before:g} → {after:g}: counts do not wander with the "
             "runner's load"
         )
+    if m.status is MetricStatus.REGRESSION and m.far_beyond_noise and not m.significant:
+        reasons.append(
+            "far beyond the noise: at least twice the baseline, and every round's process "
+            "1.5× beyond every baseline process"
+        )
     if m.status is MetricStatus.UNSTABLE and m.contended:
         reasons.append(contention_clause(m))
     elif m.status is MetricStatus.UNSTABLE:
@@ -77,6 +82,8 @@ def noise_figures(m: MetricJudgement) -> str:
         parts.append(f"{format_spread(m.noise, m.unit)} between rounds")
     if m.noise_process:
         parts.append(f"{format_spread(m.noise_process, m.unit)} between processes")
+    if m.noise_session:
+        parts.append(f"{format_spread(m.noise_session, m.unit)} between sessions")
     return ", ".join(parts) or "unknown"
 
 
@@ -91,8 +98,8 @@ def contention_clause(m: MetricJudgement) -> str:
 
 
 def noise_clause(m: MetricJudgement) -> str:
-    """Why a metric is unstable: the noise measured, what it hides, the remedies."""
-    detectable = format_spread(m.detectable, m.unit) if m.detectable is not None else "unknown"
+    """Why a metric is unstable: a change past the limit that the noise leaves unproven, or
+    noise that hides a change of the limit's size; the noise measured and the remedies."""
     if m.test.startswith("paired"):
         remedies = "more pairs (perfgate ab --pairs, statistics.ab_pairs), a quieter runner"
     else:
@@ -100,10 +107,19 @@ def noise_clause(m: MetricJudgement) -> str:
             "more rounds (statistics.max_rounds), a same-runner A/B run (perfgate ab), "
             "a quieter runner"
         )
+    rounds = f"after {m.n_current} rounds"
+    if m.effect == "bad":
+        p = f"p={m.p_value:.2g} ≥ α={m.alpha_look:.2g}" if m.p_value is not None else "untested"
+        return (
+            f"{format_change(m.change, m.unit)} is past the {m.threshold} limit but not "
+            f"significant ({p}) with runner noise {noise_figures(m)} {rounds}; remedies: "
+            f"{remedies}"
+        )
+    floor = format_spread(m.noise_change, m.unit) if m.noise_change is not None else "unknown"
     return (
-        f"runner noise {noise_figures(m)} exceeds the {m.threshold} limit: only a change "
-        f"beyond {detectable} is distinguishable after {m.n_current} rounds; remedies: "
-        f"{remedies}, or a larger threshold"
+        f"runner noise {noise_figures(m)} (the change is known to {floor}) exceeds the "
+        f"{m.threshold} limit {rounds}: a change of the limit's size would not show; "
+        f"remedies: {remedies}, or a larger threshold"
     )
 
 
