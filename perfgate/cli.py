@@ -332,7 +332,13 @@ def _render_comparisons(comparisons: Sequence[Comparison], args: argparse.Namesp
     from perfgate.verdict import exit_status
 
     if args.format == "json":
-        text = json.dumps(compare_document(comparisons, top_operators=args.top), indent=2)
+        from perfgate.records import finite_json
+
+        text = json.dumps(
+            finite_json(compare_document(comparisons, top_operators=args.top)),
+            indent=2,
+            allow_nan=False,
+        )
         text += "\n"
     elif args.format == "md":
         text = render_markdown(comparisons, top=args.top)
@@ -448,7 +454,9 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
             )
         record = found[0].record
     if args.format == "json":
-        print(json.dumps(record, indent=2))
+        from perfgate.records import finite_json
+
+        print(json.dumps(finite_json(record), indent=2, allow_nan=False))
     else:
         sys.stdout.write(render_baseline(record))
     return EXIT_OK
@@ -499,7 +507,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
             raise PerfgateError(f"{target}: cannot write the chart: {exc.strerror}") from None
         return EXIT_OK
     if args.format == "json":
-        text = json.dumps(render.history_document(histories, depth), indent=2) + "\n"
+        from perfgate.records import finite_json
+
+        document = finite_json(render.history_document(histories, depth))
+        text = json.dumps(document, indent=2, allow_nan=False) + "\n"
     elif args.format == "md":
         text = render.render_markdown(histories, depth)
     elif args.format == "html":

@@ -352,6 +352,18 @@ def json_number(value: object, digits: int | None = None) -> float | None:
     return round(number, digits) if digits is not None else number
 
 
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinity (nested in dicts, lists and tuples) as ``None``:
+    what strict JSON (``allow_nan=False``) can hold."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord:
     """One record of a benchmark measured in several processes: this one's operators and
     metadata, everyone's rounds and profiled passes (each labelled with its process)."""

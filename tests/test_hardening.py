@@ -627,3 +627,11 @@ def test_the_default_branch_is_origin_head_first(tmp_path: Path) -> None:
     assert default_branch(ci) == "main"
     lonely = new_repo(tmp_path / "lonely", branch="develop")
     assert default_branch(lonely) == "main"  # nothing to go by: the usual name
+
+
+def test_json_documents_are_strict_json_whatever_the_numbers() -> None:
+    from perfgate.records import finite_json
+
+    document = {"change": float("nan"), "rows": [1.5, float("inf"), (float("-inf"), 2)], "n": 3}
+    text = json.dumps(finite_json(document), allow_nan=False)
+    assert json.loads(text) == {"change": None, "rows": [1.5, None, [None, 2]], "n": 3}

@@ -4,9 +4,9 @@ pytest plugin's loop, and the issue's verdict-quality targets asserted on a smal
 
 Sampling slack: ``TRIALS`` trials a cell. A false-alarm target holds unless the Wilson 95%
 interval lies wholly above 1%; a detection target unless it lies wholly below 95%; "always a
-regression" means every trial. Where the rule clearly misses a target the assertion stays,
-marked ``xfail(strict=True)`` with the number the full run measured (2000 trials a cell,
-docs/verdict-quality.md).
+regression" means every trial. Where the rule misses a target the assertion stays, marked
+``xfail`` with the number the full run measured (docs/verdict-quality.md): strict where the
+miss is clear, not strict where the rate lies near the target.
 """
 
 from __future__ import annotations
@@ -253,25 +253,26 @@ def test_wilson_interval() -> None:
 
 # --- the targets, on the real rule ----------------------------------------------------
 
-# The full run's misses (2000 trials a cell, docs/verdict-quality.md), by (mode, scenario).
-FALSE_ALARM_MISSES: dict[tuple[str, str], str] = {}
-DETECTION_MISSES: dict[tuple[str, str], str] = {}
-GROSS_MISSES: dict[tuple[str, str], str] = {}
-EXTRA_MISSES: dict[tuple[str, str], str] = {}
+# The full run's misses (docs/verdict-quality.md), by (mode, scenario): the reason, and
+# whether a run of TRIALS trials misses surely (strict) or only may (a rate near the
+# target, where the small run's interval can land either side).
+Misses = dict[tuple[str, str], tuple[str, bool]]
+FALSE_ALARM_MISSES: Misses = {}
+DETECTION_MISSES: Misses = {}
+GROSS_MISSES: Misses = {}
+EXTRA_MISSES: Misses = {}
 
 
-def _cases(misses: dict[tuple[str, str], str], modes: list[str], scenarios: list[str]) -> list[Any]:
-    return [
-        pytest.param(
-            mode,
-            name,
-            marks=[pytest.mark.xfail(strict=True, reason=misses[(mode, name)])]
-            if (mode, name) in misses
-            else [],
-        )
-        for mode in modes
-        for name in scenarios
-    ]
+def _cases(misses: Misses, modes: list[str], scenarios: list[str]) -> list[Any]:
+    cases = []
+    for mode in modes:
+        for name in scenarios:
+            marks = []
+            if (mode, name) in misses:
+                reason, strict = misses[(mode, name)]
+                marks.append(pytest.mark.xfail(strict=strict, reason=reason))
+            cases.append(pytest.param(mode, name, marks=marks))
+    return cases
 
 
 MODES = [m.key for m in vq.MODES]

@@ -19,11 +19,19 @@ A gated metric **regresses** when all of these hold:
    the last step change), the current centre lies beyond the most extreme of theirs by more
    than 0.3 × the threshold.
 
-It **passes** when the upper (1 − α) confidence bound of the change is within the threshold
-(a regression of the threshold's size is ruled out), or it lies within the look-back's
-spread. Otherwise the comparison is **inconclusive**: the caller may measure more rounds
+The standard error of the change counts the noise of whole **sessions** too (a run's level
+moves with the runner's day): estimated from three or more baselines of the same code, else
+assumed (``statistics.session_noise``) — the assumption only raises the bar for a
+regression. **Stalled rounds** are clipped to 4 robust SDs from their process's median
+first, so one stall moves neither centre nor spread. A change **far beyond the noise**
+(twice the reference, every current process 1.5× beyond every baseline process) is a
+regression whatever the model says.
+
+It **passes** otherwise, unless it is undecided: a change past the threshold that is not
+significant, or a measured noise of the change above the threshold (a change of the
+threshold's size would not show). Undecided, the caller may measure more rounds
 (:attr:`MetricJudgement.inconclusive`); at the last look it is **unstable**, with the noise
-that made it so. A change far beyond the noise is significant whatever the noise, so it fails.
+that made it so.
 
 Without rounds on either side (two plain profiles), the steps of one run are the
 replicates: a Mann–Whitney test on the per-step samples, corrected for autocorrelation, and
