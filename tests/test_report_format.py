@@ -65,3 +65,22 @@ def test_tables_fit_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         ).stdout
     )
     assert any("<" in op["op_type"] and "…" not in op["op_type"] for op in document["operators"])
+
+
+@pytest.mark.parametrize(
+    ("share", "cell"),
+    [
+        (None, "—"),
+        (float("nan"), "—"),
+        (0.58, "58%"),
+        (1.0, "100%"),
+        (4.1, ">100%"),
+        (-2.26, "opposite"),
+    ],
+)
+def test_an_operators_share_of_the_step_change_never_claims_more_than_the_whole(
+    share: float | None, cell: str
+) -> None:
+    from perfgate.report.format import format_share
+
+    assert format_share(share) == cell

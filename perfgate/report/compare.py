@@ -22,6 +22,7 @@ from perfgate.report.format import (
     format_calls,
     format_change,
     format_ms,
+    format_share,
     format_value,
     name_width,
     short_name,
@@ -194,7 +195,7 @@ def _operator_rows(c: Comparison, top: int, *, markdown: bool = False) -> list[l
     width = name_width(_OPERATOR_OTHER_COLUMNS, markdown=markdown)
     rows = []
     for o in _changed_operators(c, top):
-        explained = f"{o.share_of_step_delta:.0%}" if o.share_of_step_delta is not None else "—"
+        explained = format_share(o.share_of_step_delta)
         rows.append(
             [
                 short_name(o.op_type, width),

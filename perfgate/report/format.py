@@ -136,3 +136,16 @@ def name_width(other_columns: int, *, markdown: bool = False) -> int:
     if markdown:
         return 60
     return max(24, terminal_width() - other_columns)
+
+
+def format_share(share: float | None) -> str:
+    """An operator's share of the step-time change, for a table cell: never more than the
+    whole (``>100%``: it moved more than the step did, the rest of the step the other way),
+    and ``opposite`` when it moved against the step's change."""
+    if share is None or math.isnan(share):
+        return "—"
+    if share < 0:
+        return "opposite"
+    if share > 1:
+        return ">100%"
+    return f"{share:.0%}"

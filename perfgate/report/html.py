@@ -24,6 +24,7 @@ from perfgate.report.format import (
     format_calls,
     format_change,
     format_ms,
+    format_share,
     format_value,
     short_name,
 )
@@ -104,7 +105,7 @@ def _operator_rows(comparison: Any) -> list[dict[str, Any]]:
                 "current_sort": _number(o.current_time_per_step_us),
                 "delta": format_ms(o.delta_us, signed=True),
                 "delta_sort": _number(o.delta_us),
-                "share": f"{share:.0%}" if share is not None else "—",
+                "share": format_share(share),
                 "share_sort": _number(share),
                 "calls": f"{format_calls(o.baseline_calls_per_step)} → "
                 f"{format_calls(o.current_calls_per_step)}",
