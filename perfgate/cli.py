@@ -606,8 +606,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
     args.top_given = any(a == "--top" or a.startswith("--top=") for a in raw)
+    from perfgate.ingest.progress import show_progress
+
     try:
-        status: int = args.handler(args)
+        # Reading progress is for a person at a terminal: never in a JSON document's stream.
+        with show_progress(getattr(args, "format", None) != "json"):
+            status: int = args.handler(args)
     except PerfgateError as exc:
         print(f"perfgate: error: {exc}", file=sys.stderr)
         return exc.exit_code

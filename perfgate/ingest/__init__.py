@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from perfgate.errors import ProfileError
+from perfgate.ingest.progress import reading
 from perfgate.model import Profile
 
 EXPECTED_LAYOUTS = (
@@ -85,4 +86,6 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(path, "file is empty")
     if path.is_dir() and not any(path.iterdir()):
         raise ProfileError(path, "directory is empty", expected=EXPECTED_LAYOUTS)
-    return detect_reader(path).read(path)
+    reader = detect_reader(path)
+    with reading(path):
+        return reader.read(path)

@@ -26,6 +26,7 @@ import pandas as pd
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import categorize, op_type_from_name
 from perfgate.ingest.common import strip_shape_quotes
+from perfgate.ingest.progress import read_whole
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     MAX_ID,
@@ -176,6 +177,7 @@ def read_csv_columns(
             na_filter=False,
             encoding="utf-8-sig",
         )
+        read_whole(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ProfileError(

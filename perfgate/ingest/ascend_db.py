@@ -31,6 +31,7 @@ from perfgate.ingest import FormatReader
 from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
 from perfgate.ingest.common import strip_shape_quotes
+from perfgate.ingest.progress import read_whole
 from perfgate.intervals import FloatArray, clip, merge
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
@@ -255,6 +256,7 @@ def _connect(db: Path) -> Iterator[sqlite3.Connection]:
     # Text that is not UTF-8 (a damaged string table) is read with U+FFFD in place of the bad
     # bytes: a name stays a name, and a number stored so is refused where it is read.
     conn.text_factory = _decode_text
+    read_whole(db)
     with closing(conn):
         yield conn
 

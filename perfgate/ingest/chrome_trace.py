@@ -48,6 +48,7 @@ from perfgate.ingest.categories import (
     op_type_from_name,
 )
 from perfgate.ingest.common import concat_frames
+from perfgate.ingest.progress import tracked
 from perfgate.model import (
     CPU_OPS,
     DEVICE_TASKS,
@@ -364,9 +365,10 @@ def _guarded(path: Path) -> Iterator[IO[bytes]]:
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
     """The file's bytes, gunzipped when it is gzip (by its magic bytes, not its name)."""
-    with path.open("rb") as raw:
-        gzipped = raw.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
-        raw.seek(0)
+    with path.open("rb") as file:
+        gzipped = file.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
+        file.seek(0)
+        raw = tracked(file, path)  # progress counts the bytes on disk
         if gzipped:
             with gzip.open(raw, "rb") as handle:
                 yield cast(IO[bytes], handle)
