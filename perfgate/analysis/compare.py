@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from perfgate.analysis.statistics import (
     Difference,
@@ -294,8 +295,44 @@ def judge_rounds(
         j.within_history = beyond <= HISTORY_MARGIN * threshold.value
     if log and j.effect == "bad":
         j.far_beyond_noise = _far_beyond(sessions, current, rule.bad_sign)
-    _decide(j, diff, look, threshold, rule.bad_sign)
+    hopeful = (
+        not paired
+        and diff is not None
+        and _more_rounds_could_decide(j, diff, told, current, stats, threshold, log, centre_b)
+    )
+    _decide(j, diff, look, threshold, rule.bad_sign, hopeful=hopeful)
     return j
+
+
+def _more_rounds_could_decide(
+    j: MetricJudgement,
+    diff: Difference,
+    told: Difference | None,
+    current: RoundValues,
+    stats: Statistics,
+    threshold: Threshold,
+    log: bool,
+    scale: float,
+) -> bool:
+    """Whether measuring the current run up to ``max_rounds`` could settle an undecided
+    comparison. More rounds of one process shrink only its round noise (σ²/n → σ²/n_max);
+    noise between processes and sessions stays. When even then the noise would exceed the
+    threshold, or a suspicious change could not become significant, the run stops now."""
+    processes = max(len(np.unique(current.processes)), 1)
+    rounds = current.rounds / processes
+    most = stats.max_rounds / processes
+    if rounds >= most:
+        return False
+    shrink = (diff.round_noise**2) * (1 / rounds - 1 / most) / processes
+
+    def projected(d: Difference) -> float:
+        return math.sqrt(max(d.se**2 - shrink, 0.0))
+
+    if j.effect == "bad":
+        margin = float(student_t.isf(stats.alpha / stats.looks, diff.df)) * projected(diff)
+        return abs(diff.estimate) > margin
+    floor = abs(_to_threshold_unit(threshold, log, scale, projected(told or diff)))
+    return floor <= threshold.value
 
 
 # A gross change of a time (log scale): twice the reference, every process 1.5x beyond.
@@ -339,7 +376,13 @@ def _pool(sessions: Sequence[RoundValues]) -> RoundValues:
 
 
 def _decide(
-    j: MetricJudgement, diff: Difference | None, look: Look, threshold: Threshold, bad_sign: int
+    j: MetricJudgement,
+    diff: Difference | None,
+    look: Look,
+    threshold: Threshold,
+    bad_sign: int,
+    *,
+    hopeful: bool = True,
 ) -> None:
     if diff is None:
         # No between-round noise at all (one round a side): the effect alone decides.
@@ -363,7 +406,7 @@ def _decide(
     if j.within_history or j.effect == "good" or not (suspicious or too_noisy):
         j.status = MetricStatus.PASS
         return
-    if look.final:
+    if look.final or not hopeful:
         j.status = MetricStatus.UNSTABLE
     else:
         j.inconclusive = True
