@@ -10,7 +10,7 @@ Defaults::
       operators:   {max_increase: 10%, min_share: 1%, gate: false}
     statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
                  rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4,
-                 session_noise: 2%}
+                 session_noise: 20%}
     measure:    {threads: auto, pin_cpu: auto}
     advisor:    {free_ratio: 15%, copy_ratio: 25%, small_kernel_us: 50us, small_kernel_run: 8,
                  sync_ratio: 5%, comm_ratio: 30%, imbalance: 5%, ai_cpu_share: 0%,

@@ -141,6 +141,9 @@ class MetricJudgement:
     noise: float | None = None
     noise_process: float | None = None
     noise_session: float | None = None
+    # The session noise assumed (statistics.session_noise) while fewer than 3 baselines of
+    # the same code can measure it.
+    noise_session_assumed: float | None = None
     # The standard error of the change as measured (no assumed session noise): the noise
     # floor. Above the threshold, this runner cannot tell a threshold-sized change.
     noise_change: float | None = None
@@ -281,8 +284,12 @@ def judge_rounds(
         j.noise = abs(_to_threshold_unit(threshold, log, scale, diff.round_noise))
         if diff.process_noise is not None:
             j.noise_process = abs(_to_threshold_unit(threshold, log, scale, diff.process_noise))
-        if diff.session_noise is not None and not diff.session_assumed:
-            j.noise_session = abs(_to_threshold_unit(threshold, log, scale, diff.session_noise))
+        if diff.session_noise is not None:
+            session = abs(_to_threshold_unit(threshold, log, scale, diff.session_noise))
+            if diff.session_assumed:
+                j.noise_session_assumed = session
+            else:
+                j.noise_session = session
         j.noise_change = abs(_to_threshold_unit(threshold, log, scale, (told or diff).se))
         margin = (told or diff).margin(stats.alpha)
         j.detectable = abs(_to_threshold_unit(threshold, log, scale, margin))

@@ -84,6 +84,11 @@ def noise_figures(m: MetricJudgement) -> str:
         parts.append(f"{format_spread(m.noise_process, m.unit)} between processes")
     if m.noise_session:
         parts.append(f"{format_spread(m.noise_session, m.unit)} between sessions")
+    elif m.noise_session_assumed:
+        parts.append(
+            f"{format_spread(m.noise_session_assumed, m.unit)} between sessions assumed "
+            "(one baseline session; 3 of the same code measure it; statistics.session_noise)"
+        )
     return ", ".join(parts) or "unknown"
 
 
