@@ -5,6 +5,8 @@ own table is not printed for perfgate benchmarks, and the profiler's own lines (
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import GitRepo
 
@@ -98,8 +100,14 @@ def test_every_verdict_but_pass_says_why_in_one_line(
     [reason] = [line for line in section if line.startswith("matmul: ")]
     assert reason.startswith("matmul: step_time regressed: ")
     assert f"vs baseline {head[:12]}" in reason
-    # The failure message carries the advisor's hints on the regressed run.
-    heavier.stdout.fnmatch_lines(["*advisor (* hint(s) on the current run):*"])
+    # The failure message carries the advisor's hints on the regressed run, when any fired
+    # (which ones depends on how long this machine's kernels take).
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    [run] = [r for r in results["runs"] if r["benchmark"] == "matmul"]
+    if run.get("advice"):
+        heavier.stdout.fnmatch_lines(["*advisor (* hint(s) on the current run):*"])
+    else:
+        assert "advisor (" not in heavier.stdout.str()
 
     monkeypatch.setenv("WORK", "1")
     other = project.runpytest_subprocess(
