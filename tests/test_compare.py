@@ -557,5 +557,8 @@ def test_a_first_baseline_on_a_shared_runner_calls_only_what_no_session_shift_ex
     reason = " ".join(metric_reasons(eight))
     assert "±20.0% between sessions assumed" in reason
     assert "statistics.session_noise" in reason
+    # More rounds of this process cannot shrink an assumed session noise: not offered.
+    assert not eight.more_rounds_help and not eight.inconclusive
+    assert "more rounds" not in reason and "a same-runner A/B run (perfgate ab)" in reason
     four = judge_rounds(STEP, BASE, rounds(400, seed=2), default, log=True)
     assert four.status == REGRESSION

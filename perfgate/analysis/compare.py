@@ -160,6 +160,9 @@ class MetricJudgement:
     # process: no noise model is needed to call that a regression (stalled rounds and a
     # few processes make the t-test's spread estimate too loose to say so).
     far_beyond_noise: bool = False
+    # Whether more rounds of this run could have settled an undecided comparison (they
+    # shrink its round noise, not the noise between processes or sessions).
+    more_rounds_help: bool = True
     # Copy tasks per step on each side, when the count rose with the copy ratio: counts do
     # not wander with the runner's load, so they confirm a copy ratio the noise hides.
     copy_calls: tuple[float, float] | None = None
@@ -307,6 +310,7 @@ def judge_rounds(
         and diff is not None
         and _more_rounds_could_decide(j, diff, told, current, stats, threshold, log, centre_b)
     )
+    j.more_rounds_help = hopeful
     _decide(j, diff, look, threshold, rule.bad_sign, hopeful=hopeful)
     return j
 

@@ -107,10 +107,16 @@ def noise_clause(m: MetricJudgement) -> str:
     noise that hides a change of the limit's size; the noise measured and the remedies."""
     if m.test.startswith("paired"):
         remedies = "more pairs (perfgate ab --pairs, statistics.ab_pairs), a quieter runner"
-    else:
+    elif m.more_rounds_help:
         remedies = (
             "more rounds (statistics.max_rounds), a same-runner A/B run (perfgate ab), "
             "a quieter runner"
+        )
+    else:
+        # More rounds of one process would not shrink the noise that decides here.
+        remedies = (
+            "a same-runner A/B run (perfgate ab), baselines of the same code recorded on the "
+            "baseline branch (the look-back measures the session noise), a quieter runner"
         )
     rounds = f"after {m.n_current} rounds"
     if m.effect == "bad":
