@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +25,7 @@ from types import FrameType
 
 from perfgate.analysis.compare import Comparison, compare_runs
 from perfgate.errors import PerfgateError
+from perfgate.profilers.runner import measuring_command, measuring_env
 from perfgate.records import RunRecord, merge_processes, read_json, validate_run
 from perfgate.rules import Settings
 from perfgate.store.git import current_commit, resolve
@@ -100,25 +100,6 @@ def worktree(repo_dir: Path, sha: str) -> Iterator[Path]:
             shutil.rmtree(parent, ignore_errors=True)
 
 
-def _session_command(
-    pytest_args: Sequence[str], process: int, records: Path, xdist: bool
-) -> list[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *pytest_args,
-        "--perfgate",
-        f"--perfgate-process={process}",
-        f"--perfgate-records={records}",
-        f"--perfgate-out={records.parent / 'out'}",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    return command + (["-n", "0"] if xdist else [])
-
-
 def _python_path(checkout: Path, environ: dict[str, str]) -> str:
     """The checkout (and its src/ folder) first on PYTHONPATH, so each side imports its own
     project code, not whichever tree is installed."""
@@ -180,12 +161,12 @@ def run_ab(
             order = (BASE, HEAD) if pair % 2 == 0 else (HEAD, BASE)
             for side in order:
                 records = out_dir / side / str(pair) / "records"
-                env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+                env = measuring_env()
                 env["PYTHONPATH"] = _python_path(checkouts[side], env)
                 say(f"perfgate ab: pair {pair + 1} of {pairs}, {side} ({checkouts[side]})")
                 session_started = time.perf_counter()
                 done = subprocess.run(
-                    _session_command(pytest_args, pair, records, xdist),
+                    measuring_command(pytest_args, pair, records, xdist),
                     cwd=checkouts[side] / relative,
                     env=env,
                     capture_output=True,

@@ -332,14 +332,9 @@ def _render_comparisons(comparisons: Sequence[Comparison], args: argparse.Namesp
     from perfgate.verdict import exit_status
 
     if args.format == "json":
-        from perfgate.records import finite_json
+        from perfgate.records import json_text
 
-        text = json.dumps(
-            finite_json(compare_document(comparisons, top_operators=args.top)),
-            indent=2,
-            allow_nan=False,
-        )
-        text += "\n"
+        text = json_text(compare_document(comparisons, top_operators=args.top))
     elif args.format == "md":
         text = render_markdown(comparisons, top=args.top)
     else:
@@ -454,9 +449,9 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
             )
         record = found[0].record
     if args.format == "json":
-        from perfgate.records import finite_json
+        from perfgate.records import json_text
 
-        print(json.dumps(finite_json(record), indent=2, allow_nan=False))
+        sys.stdout.write(json_text(record))
     else:
         sys.stdout.write(render_baseline(record))
     return EXIT_OK
@@ -507,10 +502,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
             raise PerfgateError(f"{target}: cannot write the chart: {exc.strerror}") from None
         return EXIT_OK
     if args.format == "json":
-        from perfgate.records import finite_json
+        from perfgate.records import json_text
 
-        document = finite_json(render.history_document(histories, depth))
-        text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+        text = json_text(render.history_document(histories, depth))
     elif args.format == "md":
         text = render.render_markdown(histories, depth)
     elif args.format == "html":

@@ -364,6 +364,12 @@ def finite_json(value: Any) -> Any:
     return value
 
 
+def json_text(document: Any) -> str:
+    """A document as the CLI writes JSON: strict (non-finite numbers as null), indented, with
+    a final newline."""
+    return json.dumps(finite_json(document), indent=2, allow_nan=False) + "\n"
+
+
 def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord:
     """One record of a benchmark measured in several processes: this one's operators and
     metadata, everyone's rounds and profiled passes (each labelled with its process)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import GIT_ENV
 
 from perfgate.cli import main
 from perfgate.store.baselines import MAX_BASELINE_BYTES
@@ -34,14 +35,7 @@ LEVEL1 = DATA / "torch_npu" / "ascend-msinsight" / "pytorch_text_level1_rank0_as
 
 def git_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITHUB_"))}
-    env.update(
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_AUTHOR_NAME="Dev",
-        GIT_AUTHOR_EMAIL="dev@example.com",
-        GIT_COMMITTER_NAME="Dev",
-        GIT_COMMITTER_EMAIL="dev@example.com",
-    )
+    env.update(GIT_ENV)
     return env
 
 

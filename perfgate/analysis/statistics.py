@@ -100,6 +100,14 @@ class RoundValues:
             dtype=np.float64,
         )
 
+    def process_medians(self) -> FloatArray:
+        """The median of each process's rounds, in process order (a stalled round cannot
+        move it)."""
+        return np.asarray(
+            [np.median(self.values[self.processes == p]) for p in np.unique(self.processes)],
+            dtype=np.float64,
+        )
+
     def centre(self) -> float:
         """Each process weighs the same: the mean of the process means."""
         return float(self.process_means().mean()) if self.values.size else float("nan")

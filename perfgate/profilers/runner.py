@@ -16,8 +16,9 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 _PROC_STAT = "/proc/stat"
 # Fields of a /proc/stat cpu line: user nice system idle iowait irq softirq steal …
@@ -165,3 +166,32 @@ class LoadMeter:
             cpus=cpus or 1,
             wall_s=wall,
         )
+
+
+def measuring_command(
+    pytest_args: Sequence[str], process: int, records: Path, xdist: bool
+) -> list[str]:
+    """Another pytest process that measures the selected benchmarks as process ``process``
+    and writes its run records to ``records`` (its report beside them, in ``out``): the
+    baseline's extra processes (``--perfgate-update``) and the sides of an A/B run. Under
+    xdist it runs alone (``-n 0``): one process measures at a time."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *pytest_args,
+        "--perfgate",
+        f"--perfgate-process={process}",
+        f"--perfgate-records={records}",
+        f"--perfgate-out={records.parent / 'out'}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+    return command + (["-n", "0"] if xdist else [])
+
+
+def measuring_env() -> dict[str, str]:
+    """This process's environment for a measuring process: without GITHUB_STEP_SUMMARY, so
+    that only the session that reports writes the job summary."""
+    return {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}

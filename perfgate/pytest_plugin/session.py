@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from perfgate.analysis.compare import Comparison
 from perfgate.config import load_settings
 from perfgate.errors import PerfgateError
+from perfgate.profilers.runner import measuring_command, measuring_env
 from perfgate.records import RunRecord
 from perfgate.report.results import (
     BenchmarkResult,
@@ -160,27 +160,13 @@ class PerfgateSession:
             folder = self.out_dir / "processes" / str(process)
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
-            command = [
-                sys.executable,
-                "-m",
-                "pytest",
-                *args,
-                "--perfgate",
-                f"--perfgate-process={process}",
-                f"--perfgate-records={folder / 'records'}",
-                f"--perfgate-out={folder / 'out'}",
-                "-p",
-                "no:cacheprovider",
-                "-q",
-            ]
-            if config.pluginmanager.hasplugin("xdist"):
-                command += ["-n", "0"]  # one process measures at a time
+            xdist = config.pluginmanager.hasplugin("xdist")
+            command = measuring_command(args, process, folder / "records", xdist)
             write(f"perfgate: measuring in process {process + 1} of {count} for the baselines")
-            env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
             done = subprocess.run(
                 command,
                 cwd=config.invocation_params.dir,
-                env=env,
+                env=measuring_env(),
                 capture_output=True,
                 text=True,
                 check=False,
