@@ -138,6 +138,7 @@ def test_four_times_slower_fails_whatever_the_noise() -> None:
     j = judge(noisy, rounds(400, noise=0.3, seed=2))
     assert j.status == REGRESSION
     assert j.change > 2
+    assert j.far_beyond_noise is True  # a plain bool: it is written to the results JSON
 
 
 def test_process_noise_widens_the_test() -> None:

@@ -355,14 +355,14 @@ def _far_beyond(sessions: Sequence[RoundValues], current: RoundValues, bad_sign:
     """Every current process's median round lies beyond every baseline process's median
     round by :data:`GROSS_SEPARATION`, and the centres by :data:`GROSS_CHANGE` (log values,
     in the bad direction). Medians: a stalled round cannot move them."""
-    baseline = [m for side in sessions if side.rounds for m in side.process_medians()]
+    baseline = [m for side in sessions if side.rounds for m in side.process_medians().tolist()]
     ours = current.process_medians().tolist()
     if not baseline or not ours:
         return False
     reference = float(np.median([side.centre() for side in sessions if side.rounds]))
     change = (current.centre() - reference) * bad_sign
     gap = min(ours) - max(baseline) if bad_sign > 0 else min(baseline) - max(ours)
-    return change >= GROSS_CHANGE and gap >= GROSS_SEPARATION
+    return bool(change >= GROSS_CHANGE and gap >= GROSS_SEPARATION)  # a JSON fact, not np.bool_
 
 
 def _pool(sessions: Sequence[RoundValues]) -> RoundValues:
