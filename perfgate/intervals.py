@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -49,3 +50,26 @@ def union_length(starts: npt.ArrayLike, ends: npt.ArrayLike) -> float:
     """Total length covered by the union of the intervals."""
     s, e = merge(starts, ends)
     return float(np.sum(e - s))
+
+
+def union_length_per_group(
+    groups: npt.ArrayLike, starts: npt.ArrayLike, ends: npt.ArrayLike, n_groups: int
+) -> FloatArray:
+    """:func:`union_length` of each group's intervals at once (``groups`` numbers them from 0
+    to ``n_groups - 1``): one sort and a running maximum per group, no loop over groups."""
+    g = np.asarray(groups, dtype=np.intp)
+    s = np.asarray(starts, dtype=np.float64)
+    e = np.asarray(ends, dtype=np.float64)
+    out = np.zeros(n_groups)
+    if s.size == 0:
+        return out
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    running_end = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()
+    new_block = np.empty(s.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = (g[1:] != g[:-1]) | (s[1:] > running_end[:-1])
+    block = np.flatnonzero(new_block)
+    last = np.append(block[1:] - 1, s.size - 1)
+    out += np.bincount(g[block], weights=running_end[last] - s[block], minlength=n_groups)
+    return out

@@ -20,7 +20,7 @@ import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.common import concat_frames
-from perfgate.intervals import union_length
+from perfgate.intervals import union_length_per_group
 from perfgate.marks import STEP_MARKS_NOTE, read_step_marks
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
@@ -133,24 +133,25 @@ def _busy_per_tagged_step(tasks: pd.DataFrame) -> dict[tuple[int, int], tuple[fl
     start = pd.to_numeric(tagged["start_us"], errors="coerce").to_numpy(dtype=np.float64)
     end = start + pd.to_numeric(tagged["dur_us"], errors="coerce").to_numpy(dtype=np.float64)
     finite = np.isfinite(start) & np.isfinite(end) & (end >= start)
+    ids = pd.DataFrame({"rank": tagged["rank"].to_numpy(), "step": tagged["step"].to_numpy()})
+    ok = finite & ids.notna().all(axis=1).to_numpy()
+    ids = ids.loc[ok]
+    if ids.empty:
+        return {}
+    group = ids.groupby(["rank", "step"], sort=False).ngroup().to_numpy()
+    covered = union_length_per_group(group, start[ok], end[ok], int(group.max()) + 1)
+    first = np.unique(group, return_index=True)[1]  # each group's first row, in file order
+    sources = tagged[SOURCE_COLUMN].to_numpy()[ok] if SOURCE_COLUMN in tagged.columns else None
+    ranks = ids["rank"].to_numpy()[first].tolist()
+    steps = ids["step"].to_numpy()[first].tolist()
+    files = sources[first].tolist() if sources is not None else [None] * len(first)
     busy: dict[tuple[int, int], tuple[float, str]] = {}
-    frame = pd.DataFrame(
-        {"rank": tagged["rank"].to_numpy(), "step": tagged["step"].to_numpy(), "ok": finite}
-    )
-    sources = tagged[SOURCE_COLUMN].to_numpy() if SOURCE_COLUMN in tagged.columns else None
-    for (rank, step), rows in frame.groupby(["rank", "step"], sort=False):
+    for rank, step, length, where in zip(ranks, steps, covered.tolist(), files):
         try:
             key = (int(rank), int(step))
         except (TypeError, ValueError, OverflowError):
             continue  # not an id: the table check names it
-        positions = rows.index[rows["ok"].to_numpy()].to_numpy()
-        if positions.size == 0:
-            continue
-        where = sources[positions[0]] if sources is not None else None
-        busy[key] = (
-            union_length(start[positions], end[positions]),
-            where.path if isinstance(where, SourceFile) else "",
-        )
+        busy[key] = (length, where.path if isinstance(where, SourceFile) else "")
     return busy
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -31,6 +31,7 @@ from typing import IO, Any, Literal, cast
 
 import ijson
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
@@ -41,6 +42,7 @@ from perfgate.ingest.categories import (
     ASCEND_COMM,
     ASCEND_COMPUTE,
     ASCEND_COPY,
+    ascend_category,
     categorize,
     cpu_category,
     cuda_category,
@@ -55,6 +57,7 @@ from perfgate.model import (
     MAX_ID,
     MAX_TIME_US,
     NS_PER_US,
+    Category,
     Profile,
     SourceFile,
     TimeBase,
@@ -99,6 +102,8 @@ _FIRST_WORK_EVENTS = frozenset({"Computing", "Communication"})
 # Top-level header keys that may carry the torch version (Kineto itself writes none).
 _TORCH_VERSION_KEYS = ("pytorch_version", "torch_version")
 
+# Whole digits the fast path of a time stamp string parses (MAX_TIME_US has 16).
+_FAST_WHOLE_DIGITS = len(str(MAX_TIME_US))
 _TIME_EXPECTED = f"a finite number of µs, at most {MAX_TIME_US:.3g} (int64 ns)"
 _TRACE_EXPECTED = (
     "a torch.profiler trace (a JSON object with a 'traceEvents' array) or an Ascend "
@@ -161,11 +166,16 @@ def _kineto_files(children: Iterable[Path]) -> list[Path]:
     ]
 
 
-def read(path: Path, *, clock: TimeBase | None = None) -> Profile:
+def read(
+    path: Path, *, clock: TimeBase | None = None, tasks: Literal["all", "copies"] = "all"
+) -> Profile:
     """Read a torch.profiler trace (file or directory) or an Ascend timeline.
 
     ``clock`` is the time base of a profile this trace is part of (torch_npu's
     ``trace_view.json`` next to ``kernel_details.csv``); by default the trace has its own.
+    ``tasks="copies"`` reads an Ascend timeline for its step windows and copy tasks only
+    (torch_npu takes the kernels and the breakdown from its CSVs): the profile then has no
+    other tasks and no breakdown.
 
     Raises:
         ProfileError: the file is missing, truncated or not JSON; a JSON object has no
@@ -179,7 +189,7 @@ def read(path: Path, *, clock: TimeBase | None = None) -> Profile:
         return _read_kineto_dir(path, clock)
     if not path.exists():
         raise ProfileError(path, "no such file or directory")
-    trace = _read_trace(path)
+    trace = _read_trace(path, scope=tasks)
     if trace.layout == "array" and trace.is_ascend():
         return _ascend_profile(path, trace, clock)
     return _kineto_profile(path, [(path, trace)], clock)
@@ -198,7 +208,7 @@ def profiler_step_windows(path: Path, *, clock: TimeBase | None = None) -> pd.Da
             number is marked twice.
     """
     path = Path(path)
-    trace = _read_trace(path, keep=lambda name: name.startswith("ProfilerStep#"))
+    trace = _read_trace(path, scope="steps")
     windows = _step_windows(trace.events, path)
     if windows["step"].duplicated().any():
         step = int(windows.loc[windows["step"].duplicated(), "step"].iloc[0])
@@ -295,8 +305,7 @@ MAX_JSON_DEPTH = 100
 six levels (``traceEvents`` → event → ``args`` → ``Input Dims`` → shape); a deeper file is
 refused while it streams, before a parser builds the nesting (docs/formats.md §7)."""
 
-_OPEN = np.frombuffer(b"{[", dtype=np.uint8)
-_CLOSE = np.frombuffer(b"}]", dtype=np.uint8)
+_OPEN_BRACE, _OPEN_BRACKET, _CLOSE_BRACE, _CLOSE_BRACKET = b"{[}]"
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 
 
@@ -322,10 +331,44 @@ class _DepthGuard:
     def _scan(self, data: bytes) -> None:
         chars = np.frombuffer(data, dtype=np.uint8)
         n = len(chars)
+        if not n:
+            return
+        if self.backslashes or b"\\" in data:
+            quote, trailing = self._real_quotes(chars)
+        else:  # no escapes in this chunk (the usual case): every quote is real
+            quote, trailing = chars == _QUOTE, 0
+        opening = (chars == _OPEN_BRACE) | (chars == _OPEN_BRACKET)
+        closing = (chars == _CLOSE_BRACE) | (chars == _CLOSE_BRACKET)
+        # Only quotes and brackets matter: a tenth of a trace's bytes or less.
+        at = np.flatnonzero(quote | opening | closing)
+        is_quote = quote[at]
+        flips = np.cumsum(is_quote, dtype=np.int64)
+        # Inside a string: an odd number of real quotes before the byte (the quotes themselves
+        # are no brackets).
+        inside = (flips - is_quote + self.in_string) % 2 == 1
+        step = opening[at].astype(np.int64) - closing[at]
+        step[inside] = 0
+        depth = self.depth + np.cumsum(step)
+        if len(depth) and int(depth.max()) > MAX_JSON_DEPTH:
+            where = self.offset + int(at[np.argmax(depth > MAX_JSON_DEPTH)])
+            raise ProfileError(
+                self.path,
+                f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {where})",
+                expected=f"trace events nested at most {MAX_JSON_DEPTH} levels deep",
+            )
+        if len(depth):
+            self.depth = int(depth[-1])
+            self.in_string = bool((int(flips[-1]) + self.in_string) % 2)
+        self.backslashes = trailing
+        self.offset += n
+
+    def _real_quotes(self, chars: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.bool_], int]:
+        """Which bytes are unescaped quotes (a quote after an odd run of backslashes is
+        escaped; the run may continue the previous chunk's), and the chunk's trailing run of
+        backslashes."""
+        n = len(chars)
         index = np.arange(n)
         backslash = chars == _BACKSLASH
-        # Length of the run of backslashes just before each byte (a quote after an odd run is
-        # escaped); the run may continue the previous chunk's.
         last_other = np.maximum.accumulate(np.where(backslash, -1, index))
         run_before = np.empty(n, dtype=np.int64)
         run_before[0] = self.backslashes
@@ -334,25 +377,8 @@ class _DepthGuard:
             last_other[:-1] < 0, ends_run + 1 + self.backslashes, ends_run - last_other[:-1]
         )
         quote = (chars == _QUOTE) & (run_before % 2 == 0)
-        flips = np.cumsum(quote)
-        # Inside a string: an odd number of real quotes before the byte (and the quotes
-        # themselves do not matter: they are no brackets).
-        inside = (flips - quote + self.in_string) % 2 == 1
-        step = np.isin(chars, _OPEN).astype(np.int64) - np.isin(chars, _CLOSE)
-        step[inside] = 0
-        depth = self.depth + np.cumsum(step)
-        if n and int(depth.max()) > MAX_JSON_DEPTH:
-            at = self.offset + int(np.argmax(depth > MAX_JSON_DEPTH))
-            raise ProfileError(
-                self.path,
-                f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {at})",
-                expected=f"trace events nested at most {MAX_JSON_DEPTH} levels deep",
-            )
-        self.depth = int(depth[-1]) if n else self.depth
-        self.in_string = bool((int(flips[-1]) + self.in_string) % 2) if n else self.in_string
-        trailing = n - 1 - int(last_other[-1]) if n else 0
-        self.backslashes = trailing + (self.backslashes if trailing == n else 0)
-        self.offset += n
+        trailing = n - 1 - int(last_other[-1])
+        return quote, trailing + (self.backslashes if trailing == n else 0)
 
 
 @contextmanager
@@ -403,15 +429,16 @@ def _first_line(exc: BaseException) -> str:
     return lines[0].strip() if lines else type(exc).__name__
 
 
-def _read_trace(path: Path, keep: Callable[[str], bool] | None = None) -> _Trace:
-    """Stream ``path`` into a :class:`_Trace`; ``keep(name)`` filters the X events stored."""
+def _read_trace(path: Path, scope: _Scope = "all") -> _Trace:
+    """Stream ``path`` into a :class:`_Trace` of the X events ``scope`` needs
+    (:class:`_Selection`)."""
     with _json_errors(path):
         layout, header = _read_layout(path)
         prefix = "traceEvents.item" if layout == "object" else "item"
-        columns = _EventColumns(path)
+        columns = _EventColumns(path, _Selection(layout, scope))
         with _guarded(path) as handle:
-            for event in ijson.items(handle, prefix):
-                columns.add(event, keep)
+            for event in ijson.items(handle, prefix, buf_size=_READ_CHUNK):
+                columns.add(event)
     return _Trace(layout, header, columns.frame(), columns.process_names, columns.process_labels)
 
 
@@ -449,11 +476,87 @@ def _read_layout(path: Path) -> tuple[Literal["object", "array"], dict[str, Any]
     )
 
 
+_Scope = Literal["all", "copies", "steps"]
+_READ_CHUNK = 256 * 1024
+# X events a Kineto trace's tables are built from: device tasks, CPU ops (the tasks of a
+# CPU-only run) and the step marks. cuda_runtime, python_function, flows etc. are skipped.
+_KINETO_CATS = frozenset(GPU_EVENT_CATS) | _STEP_MARK_CATS
+_HOST, _DEVICE, _OVERLAP, _UNUSED = "host", "device", "overlap", "unused"
+_ROLES = {ASCEND_HARDWARE: _DEVICE, OVERLAP_ANALYSIS: _OVERLAP, "CANN": _UNUSED}
+
+
+class _Selection:
+    """Which complete events a reading keeps: those some table is built from, decided per event
+    before its fields are parsed (most of a timeline is host, CANN and flow events no table
+    uses; parsing them cost more than reading the file).
+
+    * a Kineto trace (``object``): events of :data:`_KINETO_CATS`;
+    * an Ascend timeline (``array``), scope ``all``: events of the Ascend Hardware and Overlap
+      Analysis tracks, and once the trace is known to be Ascend, only the ``ProfilerStep#N``
+      marks of host tracks; none of the other Ascend tracks (CANN, AI Core Freq). A track is
+      known by its ``process_name`` event, which may come after the track's first events:
+      until then everything is kept, and the tables pick by track as before;
+    * scope ``copies`` (torch_npu's ``trace_view.json``): step marks and copy tasks, by their
+      name and Task Type alone (no track needed);
+    * scope ``steps``: step marks.
+    """
+
+    def __init__(self, layout: Literal["object", "array"], scope: _Scope) -> None:
+        self.layout = layout
+        self.scope = scope
+        self.roles: dict[object, str] = {}
+        self.ascend = False  # an Ascend track has been named: host tracks give step marks only
+        self._copies: dict[tuple[str, str], bool] = {}
+
+    def name_process(self, pid: object, name: str) -> None:
+        if name in _ASCEND_PROCESSES:
+            self.ascend = True
+        if isinstance(pid, (int, str)):
+            self.roles[pid] = _ROLES.get(name, _UNUSED if name in _ASCEND_PROCESSES else _HOST)
+
+    def wants(self, event: dict[str, Any], name: str) -> bool:
+        if self.scope == "steps":
+            return name.startswith("ProfilerStep#")
+        if self.layout == "object":
+            cat = event.get("cat")
+            return isinstance(cat, str) and cat in _KINETO_CATS
+        if self.scope == "copies":
+            return name.startswith("ProfilerStep#") or self._is_copy(event, name)
+        pid = event.get("pid")
+        role = self.roles.get(pid) if isinstance(pid, (int, str)) else None
+        if role is None or role in (_DEVICE, _OVERLAP):
+            return True
+        if role == _UNUSED:
+            return False
+        return not self.ascend or name.startswith("ProfilerStep#")
+
+    def _is_copy(self, event: dict[str, Any], name: str) -> bool:
+        args = event.get("args")
+        task_type = args.get("Task Type") if isinstance(args, dict) else None
+        core = timeline_core(None if task_type is None else str(task_type), name)
+        key = (core, name)
+        copy = self._copies.get(key)
+        if copy is None:
+            copy = self._copies[key] = ascend_category(core, name) is Category.COPY
+        return copy
+
+
+def timeline_core(task_type: str | None, name: str) -> str:
+    """An Ascend timeline task's core: its ``Task Type``, or its name when the type says nothing
+    and the name is a task type (some timelines write ``Other`` or nothing for a task named
+    ``MEMCPY_ASYNC``)."""
+    core = "N/A" if task_type is None else task_type
+    if core.strip().upper() in _UNSPECIFIC_TASK_TYPES and name in _KNOWN_TASK_TYPES:
+        return name
+    return core
+
+
 class _EventColumns:
     """Accumulates X events column by column and process metadata from M events."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, selection: _Selection) -> None:
         self.path = path
+        self.selection = selection
         self.cat: list[str] = []
         self.name: list[str] = []
         self.pid: list[str] = []
@@ -472,12 +575,12 @@ class _EventColumns:
         self.seen = 0  # events read so far, to point at a bad one
 
     def _intern(self, value: object) -> str:
-        text = "" if value is None else str(value)
+        text = value if type(value) is str else "" if value is None else str(value)
         return self._strings.setdefault(text, text)
 
-    def add(self, event: object, keep: Callable[[str], bool] | None) -> None:
+    def add(self, event: object) -> None:
         self.seen += 1
-        if not isinstance(event, dict):
+        if type(event) is not dict:
             raise ProfileError(
                 self.path,
                 f"trace event #{self.seen} is a JSON {type(event).__name__}",
@@ -490,17 +593,17 @@ class _EventColumns:
         if phase != "X":
             return
         name = self._intern(event.get("name"))
-        if keep is not None and not keep(name):
+        if not self.selection.wants(event, name):
             return
         args = event.get("args")
-        args = args if isinstance(args, dict) else {}
+        args = args if type(args) is dict else {}
         self.event.append(self.seen)
         self.cat.append(self._intern(event.get("cat")))
         self.name.append(name)
         self.pid.append(self._intern(event.get("pid")))
         self.tid.append(self._intern(event.get("tid")))
-        self.ts_ns.append(self._ns(event, "ts"))
-        self.dur_us.append(self._us(event, "dur"))
+        self.ts_ns.append(self._ns(event))
+        self.dur_us.append(self._us(event))
         stream = args.get("stream", args.get("Stream Id", args.get("Physic Stream Id")))
         self.stream.append(None if stream is None else self._intern(stream))
         task_id = args.get("Task Id")
@@ -514,20 +617,38 @@ class _EventColumns:
         args = event.get("args")
         if not isinstance(args, dict):
             return
-        pid = self._intern(event.get("pid"))
+        raw_pid = event.get("pid")
+        pid = self._intern(raw_pid)
         if event.get("name") == "process_name" and isinstance(args.get("name"), str):
             self.process_names[pid] = args["name"]
+            self.selection.name_process(raw_pid, args["name"])
         elif event.get("name") == "process_labels" and isinstance(args.get("labels"), str):
             self.process_labels[pid] = args["labels"]
 
-    def _ns(self, event: dict[str, Any], key: str) -> int:
-        """A time stamp (µs: int, decimal or a string of a decimal) as integer ns, exactly."""
-        number = self._decimal(event, key)
+    def _ns(self, event: dict[str, Any]) -> int:
+        """``ts`` (µs: int, decimal or a string of a decimal) as integer ns, exactly."""
+        value = event.get("ts")
+        # Fast paths for what profilers write: an int, or a string of a plain decimal with at
+        # most three decimals (Ascend's epoch µs "1736408883704643.212"), exact in integers.
+        if type(value) is int:
+            if -MAX_TIME_US <= value <= MAX_TIME_US:
+                return value * NS_PER_US
+        elif type(value) is str:
+            whole, dot, fraction = value.partition(".")
+            if (
+                whole.isascii()
+                and whole.isdigit()
+                and len(whole) <= _FAST_WHOLE_DIGITS
+                and (not dot or (fraction.isascii() and fraction.isdigit() and len(fraction) <= 3))
+                and int(whole) <= MAX_TIME_US
+            ):
+                return int(whole) * NS_PER_US + (int(fraction.ljust(3, "0")) if dot else 0)
+        number = self._decimal(event, "ts")
         return int((number * NS_PER_US).to_integral_value(rounding=ROUND_HALF_EVEN))
 
-    def _us(self, event: dict[str, Any], key: str) -> float:
-        """A duration in µs as float64 (Ascend writes sub-ns digits, e.g. ``1.2695``)."""
-        return float(self._decimal(event, key))
+    def _us(self, event: dict[str, Any]) -> float:
+        """``dur`` in µs as float64 (Ascend writes sub-ns digits, e.g. ``1.2695``)."""
+        return float(self._decimal(event, "dur"))
 
     def _decimal(self, event: dict[str, Any], key: str) -> Decimal:
         value = event.get(key)
@@ -916,11 +1037,12 @@ def _ascend_tasks(
     clock: TimeBase,
 ) -> pd.DataFrame:
     names = device_events["name"]
-    core = device_events["task_type"].fillna("N/A").astype(str)
-    # Some timelines write Task Type "Other" (or nothing) and put the task type in the name
-    # (e.g. a task named MEMCPY_ASYNC): then the name is the better core.
-    vague = core.str.strip().str.upper().isin(_UNSPECIFIC_TASK_TYPES)
-    core = core.where(~(vague & names.isin(_KNOWN_TASK_TYPES)), names)
+    pairs = [
+        (t if isinstance(t, str) else None, n)
+        for t, n in zip(device_events["task_type"].tolist(), names.tolist())
+    ]
+    cores = {pair: timeline_core(*pair) for pair in set(pairs)}
+    core = pd.Series([cores[pair] for pair in pairs], index=device_events.index, dtype=object)
     op_types = {name: op_type_from_name(name) for name in pd.unique(names)}
     starts = device_events["ts_ns"].to_numpy()
     ranks = device_events["pid"].map(rank_of).fillna(0).astype("int64").to_numpy()

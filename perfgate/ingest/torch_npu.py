@@ -428,7 +428,7 @@ def _from_trace_view(
     kernel_details.csv has the kernels; the timeline also has the memcpy / SDMA tasks that
     copy_ratio needs, and the ProfilerStep windows that give the step's wall span.
     """
-    timeline = chrome_trace.read(trace_view, clock=clock)
+    timeline = chrome_trace.read(trace_view, clock=clock, tasks="copies")
     windows = timeline.steps.drop_duplicates("step")[["step", "start_us", "end_us"]]
     copies = timeline.tasks.loc[timeline.tasks["category"] == Category.COPY.value].copy()
     if rank is not None:
