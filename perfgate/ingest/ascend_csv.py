@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import categorize, op_type_from_name
 from perfgate.ingest.common import strip_shape_quotes
 from perfgate.ingest.progress import read_whole
+from perfgate.intervals import FloatArray
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     MAX_ID,
@@ -45,6 +48,7 @@ ColumnKind = Literal["name", "text", "float", "int", "time"]
 # Cells that mean "no value" in Ascend CSVs outside name columns. Default pandas NA strings
 # ("NA", "null", "None", …) are deliberately not used: they could be kernel names.
 NA_STRINGS = ("", "N/A")
+NOT_AVAILABLE = "N/A"
 
 Flavor = Literal["kernel_details", "op_summary"]
 KERNEL_DETAILS: Flavor = "kernel_details"
@@ -199,52 +203,87 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     """One column's cells → its kind. Only an empty cell (or a row cut short) is missing;
     ``N/A`` is kept in ``name`` columns, unknown in ``text`` ones, and no number elsewhere
     (an error where a value is required, else missing)."""
-    text = cells.astype(object)
-    stripped = text.where(text.isna(), text.astype(str).str.strip())
-    empty = stripped.isna() | (stripped == "")
+    values = cells.to_numpy(dtype=object)
+    index = cells.index
+    if column.kind in ("name", "text"):
+        stripped = _stripped(values)
+        empty = pd.isna(stripped) | (stripped == "")
+        _require(path, column, empty)
+        absent = empty if column.kind == "name" else empty | (stripped == NOT_AVAILABLE)
+        return pd.Series(np.where(absent, np.nan, stripped), index=index, dtype=object)
+    # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
+    # only the cells that gave no number are looked at again, to tell empty, N/A and text.
+    if column.kind == "time":
+        numbers = np.array(clock.from_text(cells), dtype=np.float64)  # a writable copy
+    else:
+        numbers = _floats(values)
+    failed = np.flatnonzero(np.isnan(numbers))
+    text = _stripped(values[failed])
+    empty = np.zeros(len(values), dtype=bool)
+    empty[failed] = pd.isna(text) | (text == "")
+    _require(path, column, empty)
+    placeholder = np.zeros(len(values), dtype=bool)
+    placeholder[failed] = text == NOT_AVAILABLE
+    # N/A where a value is required is no number: reported with its row, as text would be.
+    missing = empty | (placeholder & (not column.value_required))
+    bad = np.isnan(numbers) & ~missing
+    if column.kind == "int":
+        whole = np.zeros(len(numbers), dtype=bool)
+        np.equal(numbers, np.round(numbers), out=whole, where=~np.isnan(numbers))
+        bad |= ~np.isnan(numbers) & ~(whole & (np.abs(numbers) < float(MAX_ID)))
+    if bad.any():
+        row = int(bad.nonzero()[0][0])
+        kind = "an integer within the int64 range" if column.kind == "int" else "a number"
+        raise ProfileError(
+            path,
+            f"data row {row + 1} holds {str(values[row]).strip()!r}",
+            column=column.header,
+            expected=kind,
+        )
+    # N/A and empty cells of a number column are missing, whatever a parser made of them.
+    numbers[empty | placeholder] = np.nan
+    series = pd.Series(numbers, index=index)
+    return series.astype("Int64") if column.kind == "int" else series
+
+
+def _stripped(values: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
+    """Cells without surrounding white space (msprof writes a TAB after time stamps); None for
+    a row cut short. Stripped once per distinct value: names and types repeat a lot."""
+    codes, uniques = pd.factorize(values)
+    if len(uniques) * 2 > len(values):  # mostly distinct: a plain loop is quicker
+        return np.array([v.strip() if type(v) is str else None for v in values], dtype=object)
+    table = np.array([str(v).strip() for v in uniques] + [None], dtype=object)
+    return table[codes]  # code -1 (a missing cell) takes the trailing None
+
+
+def _require(path: Path, column: CsvColumn, empty: npt.NDArray[np.bool_]) -> None:
     if column.value_required and empty.any():
-        row = int(empty.to_numpy().nonzero()[0][0])
+        row = int(empty.nonzero()[0][0])
         raise ProfileError(
             path,
             f"data row {row + 1} has no value; the file looks truncated or damaged",
             column=column.header,
             expected="a value in every row",
         )
-    if column.kind == "name":
-        return stripped.where(~empty).astype(object)
-    placeholder = stripped.isin(NA_STRINGS)
-    stripped = stripped.where(~(empty | placeholder))
-    if column.kind == "text":
-        return stripped.astype(object)
-    numbers = pd.to_numeric(stripped, errors="coerce").astype("float64")
-    # N/A where a value is required is no number: reported with its row, as text would be.
-    missing = empty | (placeholder & (not column.value_required))
-    bad = numbers.isna() & ~missing
-    if column.kind == "int":
-        bad |= numbers.notna() & ~((numbers == numbers.round()) & (numbers.abs() < float(MAX_ID)))
-    if bad.any():
-        row = int(bad.to_numpy().nonzero()[0][0])
-        kind = "an integer within the int64 range" if column.kind == "int" else "a number"
-        raise ProfileError(
-            path,
-            f"data row {row + 1} holds {text.iloc[row].strip()!r}",
-            column=column.header,
-            expected=kind,
-        )
-    if column.kind == "int":
-        return numbers.astype("Int64")
-    if column.kind == "time":
-        return clock.from_text(stripped)
-    return numbers
 
 
-NOT_AVAILABLE = "N/A"
+def _floats(values: npt.NDArray[np.object_]) -> FloatArray:
+    """The cells as float64, NaN where a cell is no number."""
+    try:  # every cell a number (the usual case): numpy's conversion, one pass
+        joined = "".join(values)
+        # Python's float() also takes 1_000 and non-ASCII digits, which pandas does not.
+        if joined.isascii() and "_" not in joined:
+            return values.astype(np.float64)
+    except (ValueError, TypeError, OverflowError):
+        pass
+    return np.array(pd.to_numeric(pd.Series(values), errors="coerce"), dtype=np.float64)
 
 
 def known(cells: pd.Series) -> pd.Series:
     """``cells`` with ``N/A`` (what Ascend tools write for an unknown name or type) as
     missing: for falling back to another column of the row."""
-    return cells.where(cells.isna() | (cells.astype(str).str.strip().str.upper() != NOT_AVAILABLE))
+    unknown = [v for v in pd.unique(cells.dropna()) if str(v).strip().upper() == NOT_AVAILABLE]
+    return cells.where(~cells.isin(unknown)) if unknown else cells
 
 
 LEVEL0_NOTE = (

@@ -532,11 +532,11 @@ class _Selection:
 
     def _is_copy(self, event: dict[str, Any], name: str) -> bool:
         args = event.get("args")
-        task_type = args.get("Task Type") if isinstance(args, dict) else None
-        core = timeline_core(None if task_type is None else str(task_type), name)
-        key = (core, name)
+        task_type = args.get("Task Type") if type(args) is dict else None
+        key = (name, task_type if type(task_type) is str else repr(task_type))
         copy = self._copies.get(key)
         if copy is None:
+            core = timeline_core(None if task_type is None else str(task_type), name)
             copy = self._copies[key] = ascend_category(core, name) is Category.COPY
         return copy
 

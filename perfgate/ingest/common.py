@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
+from perfgate.intervals import merge
 from perfgate.model import OPTIONAL_TASK_COLUMNS, TASK_COLUMNS, empty_tasks, provenance_columns
 
 
@@ -110,9 +112,16 @@ def tasks_not_in(
         return candidates
     left = _match_frame(candidates, one_rank)
     right = _match_frame(seen, one_rank)
-    duplicate = np.zeros(len(left), dtype=bool)
+    # Only rows whose interval meets one of the other side's can match: a few copy tasks
+    # against half a million kernels leave a few thousand rows to sort and merge.
+    left_near = _meets_any(left, right)
+    right = right.loc[_meets_any(right, left)]
+    left = left.loc[left_near]
+    if left.empty or right.empty:
+        return candidates
+    duplicate = np.zeros(len(candidates), dtype=bool)
     for keys in _SAME_TASK_KEYS:
-        lhs = left.loc[~duplicate & left[list(keys)].notna().all(axis=1)]
+        lhs = left.loc[~duplicate[left["_row"].to_numpy()] & left[list(keys)].notna().all(axis=1)]
         rhs = right.loc[right[list(keys)].notna().all(axis=1)]
         if lhs.empty or rhs.empty:
             continue
@@ -138,6 +147,23 @@ def tasks_not_in(
                     same &= ~both | (pairs[column] == pairs[f"{column}_seen"])
             duplicate[pairs.loc[same.fillna(False).astype(bool), "_row"].to_numpy()] = True
     return candidates.loc[~duplicate]
+
+
+def _meets_any(rows: pd.DataFrame, others: pd.DataFrame) -> npt.NDArray[np.bool_]:
+    """Which of ``rows`` (``start_us``, ``end_us``) meet some interval of ``others``, ends
+    included; all of them when an interval on either side is not finite (nothing to tell)."""
+    start = rows["start_us"].to_numpy(dtype=np.float64)
+    end = rows["end_us"].to_numpy(dtype=np.float64)
+    other_start = others["start_us"].to_numpy(dtype=np.float64)
+    other_end = others["end_us"].to_numpy(dtype=np.float64)
+    if not (np.isfinite(other_start).all() and np.isfinite(other_end).all()):
+        return np.ones(len(rows), dtype=bool)
+    blocks_start, blocks_end = merge(other_start, other_end)
+    # The last block that starts at or before a row's end meets the row when it ends at or
+    # after the row's start (blocks are disjoint and sorted, so their ends increase too).
+    last = np.searchsorted(blocks_start, end, side="right") - 1
+    meets = (last >= 0) & (blocks_end[np.clip(last, 0, None)] >= start)
+    return meets | ~(np.isfinite(start) & np.isfinite(end))
 
 
 def _match_frame(tasks: pd.DataFrame, one_rank: bool) -> pd.DataFrame:

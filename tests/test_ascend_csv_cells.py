@@ -1,0 +1,77 @@
+"""How the Ascend CSV readers read a cell, kind by kind (docs/formats.md §8): white space
+around a value is not part of it, only an empty cell is missing, ``N/A`` is a value in name
+columns and unknown elsewhere, and a number cell holding anything else is an error naming
+the row. The column-wise fast paths must keep every one of these rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfgate.errors import ProfileError
+from perfgate.ingest.ascend_csv import CsvColumn, read_csv_columns
+from perfgate.model import TimeBase
+
+COLUMNS = [
+    CsvColumn("name", "Name", "name"),
+    CsvColumn("stream", "Stream ID", "text"),
+    CsvColumn("dur_us", "Duration(us)", "float", value_required=True),
+    CsvColumn("wait_us", "Wait(us)", "float", header_required=False),
+    CsvColumn("step", "Step Id", "int", header_required=False),
+    CsvColumn("start_us", "Start Time(us)", "time", value_required=True),
+]
+HEADER = "Name,Stream ID,Duration(us),Wait(us),Step Id,Start Time(us)\n"
+
+
+def read(tmp_path: Path, *rows: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "kernel_details.csv"
+    path.write_text(HEADER + "".join(row + "\n" for row in rows), encoding="utf-8")
+    clock = TimeBase(origin_us=1736408883704000)
+    return read_csv_columns(path, COLUMNS, what="a kernel table", clock=clock)
+
+
+def test_cells_of_every_kind(tmp_path: Path) -> None:
+    table = read(
+        tmp_path,
+        " MatMul ,2,1.5\t,N/A,3, 1736408883704643.212\t",
+        "N/A,N/A, 2.25,,4,1736408883704644.000",
+        ",  , 7 , 0.5 ,,1736408883704645.5",
+    )
+    assert table["name"].tolist()[:2] == ["MatMul", "N/A"]
+    assert table["name"].isna().tolist() == [False, False, True]
+    assert table["stream"].tolist()[0] == "2"
+    assert table["stream"].isna().tolist() == [False, True, True]
+    assert table["dur_us"].tolist() == [1.5, 2.25, 7.0]
+    assert np.isnan(table["wait_us"].iloc[0]) and np.isnan(table["wait_us"].iloc[1])
+    assert table["wait_us"].iloc[2] == 0.5
+    assert table["step"].tolist()[:2] == [3, 4] and table["step"].isna().iloc[2]
+    # µs since the origin, exactly as written (epoch µs in a float64 would lose the ns).
+    assert table["start_us"].tolist() == [643.212, 644.0, 645.5]
+
+
+@pytest.mark.parametrize(
+    ("duration", "message"),
+    [
+        ("fast", "data row 2 holds 'fast'"),
+        ("N/A", "data row 2 holds 'N/A'"),
+        ("nan", "data row 2 holds 'nan'"),
+        ("1_000", "data row 2 holds '1_000'"),
+        ("١٢", "data row 2 holds '١٢'"),
+        ("  ", "data row 2 has no value"),
+    ],
+)
+def test_a_bad_number_cell_is_named_by_row(tmp_path: Path, duration: str, message: str) -> None:
+    with pytest.raises(ProfileError, match=rf"column 'Duration\(us\)': {message}"):
+        read(tmp_path, "A,1,1.0,,1,10.0", f"B,1,{duration},,1,11.0")
+
+
+def test_a_fraction_in_an_integer_column_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"column 'Step Id': data row 1 holds '2.5'"):
+        read(tmp_path, "A,1,1.0,,2.5,10.0")
+
+
+def test_an_empty_time_stamp_is_a_damaged_file(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"'Start Time\(us\)': data row 1 has no value"):
+        read(tmp_path, "A,1,1.0,,1,\t")
