@@ -179,34 +179,49 @@ def _plain_decimals(
         return no, np.ones(n, np.int64), zero, zero, np.ones(n, np.int64)
     chars = raw.view(np.uint8).reshape(n, width)
     length = np.count_nonzero(chars, axis=1)  # bytes_ pads with NUL at the end
-    column = np.arange(width)
     signed = (chars[:, 0] == _MINUS) | (chars[:, 0] == _PLUS)
     sign = np.where(chars[:, 0] == _MINUS, -1, 1).astype(np.int64)
     dots = chars == _DOT
     dot_at = np.where(dots.any(axis=1), dots.argmax(axis=1), length)
-    digit = (chars >= _ZERO) & (chars <= _NINE)
-    first = signed.astype(np.int64)[:, None]
-    in_whole = (column >= first) & (column < dot_at[:, None])
-    in_fraction = (column > dot_at[:, None]) & (column < length[:, None])
-    whole_digits = dot_at - signed
-    plain = (
-        (np.count_nonzero(dots, axis=1) <= 1)
-        & ((digit | ~(in_whole | in_fraction)).all(axis=1))
-        & (whole_digits >= 1)
-        & (whole_digits <= _MAX_WHOLE_DIGITS)
-    )
+    plain = np.zeros(n, dtype=bool)
     whole = np.zeros(n, dtype=np.int64)
     fraction_digits = np.zeros(n, dtype=np.int64)
     fraction_value = np.zeros(n, dtype=np.int64)
-    for j in range(width):  # one byte column at a time: n × width int64 would be large
-        value = chars[:, j].astype(np.int64) - _ZERO
-        take = in_whole[:, j] & plain
-        whole = np.where(take, whole * 10 + value, whole)
-        take = in_fraction[:, j] & plain & (fraction_digits < _MAX_FRACTION_DIGITS)
-        fraction_value = np.where(take, fraction_value * 10 + value, fraction_value)
-        fraction_digits += take
+    # Rows of one shape (sign or not, dot and end at the same places: a column of time stamps
+    # is mostly one or two shapes) have their digits at the same columns: they are checked
+    # together, and their parts are matrix products of the digit blocks with powers of ten.
+    shape = (signed * (width + 1) + dot_at) * (width + 1) + length
+    order = np.argsort(shape, kind="stable")
+    shapes, starts = np.unique(shape[order], return_index=True)
+    ends = np.append(starts[1:], n)
+    for key, start, end in zip(shapes.tolist(), starts.tolist(), ends.tolist()):
+        sign_dot, row_length = divmod(key, width + 1)
+        has_sign, dot = divmod(sign_dot, width + 1)
+        if not 1 <= dot - has_sign <= _MAX_WHOLE_DIGITS:
+            continue
+        rows = order[start:end]
+        whole_block = chars[rows, has_sign:dot]
+        fraction_block = chars[rows, dot + 1 : row_length]
+        ok = _all_digits(whole_block) & _all_digits(fraction_block)
+        rows, whole_block, fraction_block = rows[ok], whole_block[ok], fraction_block[ok]
+        plain[rows] = True
+        whole[rows] = _digits_value(whole_block)
+        kept = fraction_block[:, :_MAX_FRACTION_DIGITS]
+        if kept.shape[1]:
+            fraction_value[rows] = _digits_value(kept)
+            fraction_digits[rows] = kept.shape[1]
     denominator: _Int64s = np.power(np.int64(10), fraction_digits)
     return plain, sign, whole, fraction_value, denominator
+
+
+def _all_digits(block: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    return np.asarray(((block >= _ZERO) & (block <= _NINE)).all(axis=1), dtype=bool)
+
+
+def _digits_value(block: npt.NDArray[np.uint8]) -> _Int64s:
+    """The integers whose decimal digits are the rows of ``block`` (ASCII bytes)."""
+    powers = np.power(np.int64(10), np.arange(block.shape[1] - 1, -1, -1, dtype=np.int64))
+    return (block.astype(np.int64) - _ZERO) @ powers
 
 
 def _whole_plus_fraction(

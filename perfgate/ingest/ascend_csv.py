@@ -127,6 +127,11 @@ def read_header(path: Path) -> list[str]:
     Raises:
         ProfileError: the file cannot be opened, is empty or is not text.
     """
+    return [cell.strip() for cell in _header_cells(path)]
+
+
+def _header_cells(path: Path) -> list[str]:
+    """The header cells of a CSV file as written (see :func:`read_header`)."""
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             first = next(csv.reader(handle), None)
@@ -136,7 +141,7 @@ def read_header(path: Path) -> list[str]:
         raise ProfileError(path, "is not a CSV text file", expected="UTF-8 CSV") from exc
     if not first:
         raise ProfileError(path, "file is empty", expected="a CSV header line")
-    return [cell.strip() for cell in first]
+    return first
 
 
 def read_csv_columns(
@@ -170,23 +175,34 @@ def read_csv_columns(
             expected=f"{what} with columns {wanted}",
         )
     wanted_headers = {c.header for c in found}
-    try:
-        raw = pd.read_csv(
-            path,
-            # Headers are matched stripped, as read_header() reports them.
-            usecols=lambda name: str(name).strip() in wanted_headers,
-            dtype=str,
-            # Every cell as written: N/A is data in name columns (see _convert), and pandas'
-            # default NA strings ("NA", "null", "None", …) could be kernel names.
-            na_filter=False,
-            encoding="utf-8-sig",
-        )
-        read_whole(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ProfileError(
-            path, f"cannot be parsed as CSV ({reason}); truncated file?", expected=what
-        ) from e
+    numeric = {c.header for c in found if c.kind in ("float", "int")}
+    required = {c.header for c in found if c.kind in ("float", "int") and c.value_required}
+    integers = {c.header for c in found if c.kind == "int"}
+    raw = None
+    if numeric:
+        # Number columns parsed by pandas' C parser (as pandas.to_numeric would: white space
+        # around, N/A and empty as missing); a cell that is no number, or a required one that
+        # is missing, sends the file to the text reading below, where _convert names the cell.
+        try:
+            raw = _read_cells(path, wanted_headers, numeric)
+        except ValueError:
+            raw = None
+        if raw is not None and not _fit(raw, required, integers):
+            raw = None
+    if raw is None:
+        try:
+            raw = _read_cells(path, wanted_headers, set())
+        except (
+            pd.errors.ParserError,
+            pd.errors.EmptyDataError,
+            UnicodeDecodeError,
+            ValueError,
+        ) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ProfileError(
+                path, f"cannot be parsed as CSV ({reason}); truncated file?", expected=what
+            ) from e
+    read_whole(path)
     raw.columns = [str(name).strip() for name in raw.columns]
     raw = raw.loc[:, ~raw.columns.duplicated()]
     out = pd.DataFrame(index=raw.index)
@@ -199,15 +215,51 @@ def read_csv_columns(
     return with_source(out, SourceFile(str(path), headers))
 
 
+def _read_cells(path: Path, wanted: set[str], numeric: set[str]) -> pd.DataFrame:
+    """The ``wanted`` columns (headers matched stripped) of the CSV: ``numeric`` ones as
+    float64 (empty and ``N/A`` cells NaN), the others as every cell is written (``object``:
+    pandas' ``str`` dtype is several times slower to build, more so with pyarrow strings)."""
+    names = [name for name in _header_cells(path) if name.strip() in wanted]
+    return pd.read_csv(
+        path,
+        usecols=lambda name: str(name).strip() in wanted,
+        dtype={name: np.float64 if name.strip() in numeric else object for name in names},
+        # N/A is data in name columns (see _convert), and pandas' default NA strings ("NA",
+        # "null", "None", …) could be kernel names: only number columns have NA strings.
+        na_values={name: list(NA_STRINGS) for name in names if name.strip() in numeric},
+        keep_default_na=False,
+        encoding="utf-8-sig",
+    )
+
+
+def _fit(raw: pd.DataFrame, required: set[str], integers: set[str]) -> bool:
+    """Whether number columns parsed while reading hold what they must: a value in every row
+    of a ``required`` one, whole numbers within int64 in an ``integers`` one."""
+    for name in raw.columns:
+        header = str(name).strip()
+        if header not in required | integers:
+            continue
+        numbers = raw[name].to_numpy(dtype=np.float64)
+        if header in required and np.isnan(numbers).any():
+            return False
+        if header in integers:
+            known = numbers[~np.isnan(numbers)]
+            if not ((known == np.round(known)) & (np.abs(known) < float(MAX_ID))).all():
+                return False
+    return True
+
+
 def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -> pd.Series:
     """One column's cells → its kind. Only an empty cell (or a row cut short) is missing;
     ``N/A`` is kept in ``name`` columns, unknown in ``text`` ones, and no number elsewhere
     (an error where a value is required, else missing)."""
-    values = cells.to_numpy(dtype=object)
     index = cells.index
+    if cells.dtype == np.float64:  # parsed while reading (_read_cells) and checked (_fit)
+        return _numbers(path, column, np.array(cells, dtype=np.float64), cells, index)
+    values = cells.to_numpy(dtype=object)
     if column.kind in ("name", "text"):
         stripped = _stripped(values)
-        empty = pd.isna(stripped) | (stripped == "")
+        empty = stripped == ""
         _require(path, column, empty)
         absent = empty if column.kind == "name" else empty | (stripped == NOT_AVAILABLE)
         return pd.Series(np.where(absent, np.nan, stripped), index=index, dtype=object)
@@ -220,13 +272,29 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     failed = np.flatnonzero(np.isnan(numbers))
     text = _stripped(values[failed])
     empty = np.zeros(len(values), dtype=bool)
-    empty[failed] = pd.isna(text) | (text == "")
+    empty[failed] = text == ""
     _require(path, column, empty)
     placeholder = np.zeros(len(values), dtype=bool)
     placeholder[failed] = text == NOT_AVAILABLE
     # N/A where a value is required is no number: reported with its row, as text would be.
     missing = empty | (placeholder & (not column.value_required))
-    bad = np.isnan(numbers) & ~missing
+    # N/A and empty cells of a number column are missing, whatever a parser made of them.
+    numbers[empty | placeholder] = np.nan
+    return _numbers(path, column, numbers, cells, index, missing=missing)
+
+
+def _numbers(
+    path: Path,
+    column: CsvColumn,
+    numbers: FloatArray,
+    cells: pd.Series,
+    index: pd.Index,
+    missing: npt.NDArray[np.bool_] | None = None,
+) -> pd.Series:
+    """A number column's values, checked: NaN where a cell is ``missing`` (all NaN when not
+    given) and else no number is an error naming the row, as is a fraction or an integer
+    beyond int64 in an ``int`` column."""
+    bad = np.isnan(numbers) & ~missing if missing is not None else np.zeros(len(numbers), bool)
     if column.kind == "int":
         whole = np.zeros(len(numbers), dtype=bool)
         np.equal(numbers, np.round(numbers), out=whole, where=~np.isnan(numbers))
@@ -236,24 +304,26 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
         kind = "an integer within the int64 range" if column.kind == "int" else "a number"
         raise ProfileError(
             path,
-            f"data row {row + 1} holds {str(values[row]).strip()!r}",
+            f"data row {row + 1} holds {str(cells.iloc[row]).strip()!r}",
             column=column.header,
             expected=kind,
         )
-    # N/A and empty cells of a number column are missing, whatever a parser made of them.
-    numbers[empty | placeholder] = np.nan
-    series = pd.Series(numbers, index=index)
-    return series.astype("Int64") if column.kind == "int" else series
+    if column.kind == "int":
+        unknown = np.isnan(numbers)
+        integers = pd.arrays.IntegerArray(np.where(unknown, 0, numbers).astype(np.int64), unknown)
+        return pd.Series(integers, index=index)
+    return pd.Series(numbers, index=index)
 
 
 def _stripped(values: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
-    """Cells without surrounding white space (msprof writes a TAB after time stamps); None for
-    a row cut short. Stripped once per distinct value: names and types repeat a lot."""
+    """Cells without surrounding white space (msprof writes a TAB after time stamps); empty
+    for a row cut short. Stripped once per distinct value: names and types repeat a lot."""
+    sample = values[:: max(1, len(values) // 1000)]
+    if len(pd.unique(sample)) * 2 > len(sample):  # mostly distinct: a plain loop is quicker
+        return np.array([v.strip() if type(v) is str else "" for v in values], dtype=object)
     codes, uniques = pd.factorize(values)
-    if len(uniques) * 2 > len(values):  # mostly distinct: a plain loop is quicker
-        return np.array([v.strip() if type(v) is str else None for v in values], dtype=object)
-    table = np.array([str(v).strip() for v in uniques] + [None], dtype=object)
-    return table[codes]  # code -1 (a missing cell) takes the trailing None
+    table = np.array([str(v).strip() for v in uniques] + [""], dtype=object)
+    return table[codes]  # code -1 (a missing cell) takes the trailing ""
 
 
 def _require(path: Path, column: CsvColumn, empty: npt.NDArray[np.bool_]) -> None:

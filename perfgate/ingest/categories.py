@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 from perfgate.model import Category
@@ -45,13 +46,14 @@ def ascend_category(task_type: str, name: str) -> Category:
 
 def categorize(core: pd.Series, name: pd.Series) -> pd.Series:
     """:func:`ascend_category` per row, computed once per distinct (core, name) pair."""
-    pairs = pd.DataFrame({"core": core.astype(str), "name": name.astype(str)})
-    distinct = pairs.drop_duplicates()
-    distinct = distinct.assign(
-        category=[ascend_category(c, n).value for c, n in zip(distinct["core"], distinct["name"])]
+    core_codes, cores = pd.factorize(core.astype(str).to_numpy(dtype=object))
+    name_codes, names = pd.factorize(name.astype(str).to_numpy(dtype=object))
+    pair_codes, pairs = pd.factorize(core_codes.astype(np.int64) * len(names) + name_codes)
+    table = np.array(
+        [ascend_category(cores[p // len(names)], names[p % len(names)]).value for p in pairs],
+        dtype=object,
     )
-    merged = pairs.merge(distinct, on=["core", "name"], how="left")
-    return pd.Series(merged["category"].to_numpy(), index=core.index, dtype=object)
+    return pd.Series(table[pair_codes], index=core.index, dtype=object)
 
 
 # Level0 kernel names → operator type (kernel_details has Type = N/A at Level0). The rules, tried

@@ -66,7 +66,11 @@ def read_auxiliary(
 
 def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
     """``"32,3,224,224"`` (the CSV's tripled quotes, once parsed) → ``32,3,224,224``."""
-    return shapes.map(lambda v: v.strip('"') if isinstance(v, str) else v).astype(object)
+    codes, distinct = pd.factorize(shapes.to_numpy(dtype=object))
+    table = [v.strip('"') if isinstance(v, str) else v for v in distinct]
+    return pd.Series(
+        np.array([*table, np.nan], dtype=object)[codes], index=shapes.index, dtype=object
+    )
 
 
 def canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -126,8 +130,16 @@ def tasks_not_in(
         if lhs.empty or rhs.empty:
             continue
         by = ["rank", *keys]
-        lhs = lhs.astype({k: str for k in keys}).sort_values("start_us", kind="stable")
-        rhs = rhs.astype({k: str for k in keys}).sort_values("start_us", kind="stable")
+        # The text keys as one integer code per distinct value (both sides together): merge_asof
+        # hashes integers far faster than strings.
+        codes = {
+            k: pd.factorize(np.concatenate([lhs[k].astype(str), rhs[k].astype(str)]))[0]
+            for k in keys
+        }
+        lhs = lhs.assign(**{k: codes[k][: len(lhs)] for k in keys})
+        rhs = rhs.assign(**{k: codes[k][len(lhs) :] for k in keys})
+        lhs = lhs.sort_values("start_us", kind="stable")
+        rhs = rhs.sort_values("start_us", kind="stable")
         rhs = rhs.rename(columns={c: f"{c}_seen" for c in rhs.columns if c not in by})
         for direction in ("backward", "forward"):
             pairs = pd.merge_asof(
