@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfgate.ingest.ascend_csv import CsvColumn, read_csv_columns
 from perfgate.intervals import merge, union_length
@@ -85,6 +87,33 @@ def test_many_random_stamps_are_all_exact() -> None:
     assert (us_from_ns(small, 0) == expected).all()
     texts = [str(Decimal(int(n)) / 1000) for n in small]
     assert (us_from_text(pd.Series(texts), 0).to_numpy() == expected).all()
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    cells=st.lists(
+        st.tuples(
+            st.sampled_from(["", " ", "\t", "\u00a0"]),
+            st.sampled_from(["", "-", "+"]),
+            st.integers(0, 10**16 - 1),
+            st.text("0123456789", max_size=15),
+            st.sampled_from(["", "\t", " ", "\r\n", " \t "]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    origin=st.sampled_from([0, EPOCH_ORIGIN_US]),
+)
+def test_white_space_around_a_plain_decimal_changes_nothing(
+    cells: list[tuple[str, str, int, str, str]], origin: int
+) -> None:
+    # The byte parser skips trailing white space itself and strips the rest on a second pass;
+    # column-wise, cells of one shape are parsed together: every cell must still be exact.
+    texts = [
+        f"{lead}{sign}{whole}{'.' + f if f else ''}{tail}" for lead, sign, whole, f, tail in cells
+    ]
+    got = us_from_text(pd.Series(texts, dtype=object), origin).to_numpy()
+    assert got.tolist() == [exact(t, origin) for t in texts]
 
 
 def test_integer_nanoseconds_are_converted_in_integer_arithmetic() -> None:

@@ -37,6 +37,7 @@ from perfgate.model import (
     SourceFile,
     TimeBase,
     provenance_columns,
+    unknown_ints,
     with_source,
 )
 
@@ -392,7 +393,7 @@ def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if "input_shapes" in tasks.columns:
         tasks["input_shapes"] = strip_shape_quotes(tasks["input_shapes"])
     if "step" not in tasks.columns:
-        tasks["step"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
+        tasks["step"] = unknown_ints(len(tasks))
     return tasks, notes
 
 

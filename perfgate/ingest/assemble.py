@@ -35,6 +35,7 @@ from perfgate.model import (
     empty_tasks,
     normalize_op_statistic,
     rebase_times,
+    unknown_ints,
 )
 
 
@@ -390,7 +391,7 @@ def with_step_marks(profile: Profile, marks_path: Path) -> Profile:
     )
     tasks = profile.tasks.copy()
     # The windows decide which step a task belongs to.
-    tasks["step"] = pd.array([pd.NA] * len(tasks), dtype="Int64")
+    tasks["step"] = unknown_ints(len(tasks))
     metadata = {
         **profile.metadata,
         "step_marks": str(marks_path),

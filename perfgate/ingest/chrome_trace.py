@@ -62,6 +62,7 @@ from perfgate.model import (
     SourceFile,
     TimeBase,
     empty_steps,
+    unknown_ints,
     with_source,
 )
 
@@ -744,7 +745,7 @@ def _step_windows(events: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 def _steps_in_window(starts_ns: np.ndarray, windows: pd.DataFrame) -> ExtensionArray:
     """The step whose ``[start, end)`` holds each start; <NA> outside every window."""
-    result = pd.array([pd.NA] * len(starts_ns), dtype="Int64")
+    result = unknown_ints(len(starts_ns))
     if windows.empty or len(starts_ns) == 0:
         return result
     ordered = windows.sort_values("start_ns")
@@ -1046,7 +1047,7 @@ def _ascend_tasks(
     op_types = {name: op_type_from_name(name) for name in pd.unique(names)}
     starts = device_events["ts_ns"].to_numpy()
     ranks = device_events["pid"].map(rank_of).fillna(0).astype("int64").to_numpy()
-    step = pd.array([pd.NA] * len(device_events), dtype="Int64")
+    step = unknown_ints(len(device_events))
     for rank in np.unique(ranks):
         on_rank = ranks == rank
         step[on_rank] = _steps_in_window(starts[on_rank], windows)

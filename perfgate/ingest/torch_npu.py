@@ -64,6 +64,7 @@ from perfgate.model import (
     Profile,
     TimeBase,
     provenance_columns,
+    unknown_ints,
 )
 
 SOURCE = "torch_npu"
@@ -344,7 +345,7 @@ def _set_rank(frame: pd.DataFrame, rank: int | None) -> None:
     elif "device_id" in frame.columns:
         frame["rank"] = frame["device_id"]
     else:
-        frame["rank"] = pd.array([pd.NA] * len(frame), dtype="Int64")
+        frame["rank"] = unknown_ints(len(frame))
 
 
 # --------------------------------------------------------------------------- step traces
