@@ -717,12 +717,16 @@ def measure(job: dict[str, Any], mem_limit_gb: float) -> dict[str, Any]:
             cap = int(mem_limit_gb * 2**30)
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
+    # The worker imports the perfgate of this checkout (ROOT), not whichever one is installed.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker", json.dumps(job)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=limit,
         cwd=ROOT,
+        env=env,
     )
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,10 +195,10 @@ def read(path: Path) -> Profile:
             # torch_npu adds the framework side (PYTORCH_API, STEP_TIME) to msprof's tables.
             is_torch = schema.has("PYTORCH_API") or schema.has("STEP_TIME")
             located.source = "torch_npu_db" if is_torch else "msprof_db"
-        raw = _read_task_rows(conn, schema)
+        raw, strings = _read_task_rows(conn, schema)
         comm_ops = _read_comm_ops(conn, schema)
         rank_of = _rank_map(conn, schema)
-        tasks, busy, task_notes = _build_tasks(db, raw, comm_ops, rank_of, clock)
+        tasks, busy, task_notes = _build_tasks(db, raw, strings, comm_ops, rank_of, clock)
         notes += task_notes
         ranks = sorted(int(r) for r in pd.unique(tasks["rank"]))
         steps, step_notes = _read_steps(conn, schema, ranks, clock)
@@ -286,9 +286,10 @@ class _Schema:
 
     def __init__(self, conn: sqlite3.Connection, db: Path) -> None:
         self.db = db
-        sql = "SELECT name FROM sqlite_master WHERE type='table'"
+        sql = "SELECT name, sql FROM sqlite_master WHERE type='table'"
         names = _query(conn, db, sql, None)
         self.tables = set(names["name"].astype(str))
+        self._sql = {str(n): str(s) for n, s in zip(names["name"], names["sql"])}
         self._columns: dict[str, set[str]] = {}
         for table in self.tables:
             info = _query(conn, db, f'PRAGMA table_info("{table}")', table)
@@ -311,6 +312,13 @@ class _Schema:
                     expected=f"columns {', '.join(columns)}",
                 )
 
+    def has_rowid(self, table: str) -> bool:
+        """Whether ``table.rowid`` is the table's rowid (not a column of that name, and not a
+        WITHOUT ROWID table)."""
+        if not self.has(table) or "WITHOUT ROWID" in self._sql.get(table, "").upper():
+            return False
+        return not any(self.has(table, alias) for alias in ("rowid", "_rowid_", "oid"))
+
     def rows(self, conn: sqlite3.Connection, table: str) -> int:
         if table not in self.tables:
             return 0
@@ -323,10 +331,20 @@ _COMM_TASK_COLUMNS = ("globalTaskId", "name", "taskType")
 _COMM_OP_COLUMNS = ("opName", "startNs", "endNs")
 
 
-def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
-    """Every TASK row with its strings resolved (one query; the joins are on primary keys)."""
+def _read_task_rows(
+    conn: sqlite3.Connection, schema: _Schema
+) -> tuple[pd.DataFrame, _Strings | None]:
+    """Every TASK row with its strings joined (one query; the joins are on primary keys).
+
+    With :class:`_Strings` (the usual case) the string columns hold the joined STRING_IDS
+    rowids, to be resolved with it; without, the strings themselves.
+    """
     schema.require("TASK", _TASK_COLUMNS, "the device task table of an msprof / torch_npu db")
     schema.require("STRING_IDS", ("id", "value"), "the string table that TASK names point into")
+    strings = _Strings.read(conn, schema)
+    # The join stays SQLite's (which rows match); only what it yields changes: the rowid of the
+    # matched string, an integer, instead of its text for every row.
+    value = "rowid" if strings is not None else "value"
 
     def task_col(column: str) -> str:
         return f"t.{column}" if schema.has("TASK", column) else "NULL"
@@ -337,7 +355,7 @@ def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
         "t.endNs AS end_ns",
         "t.deviceId AS device_id",
         "t.taskType AS task_type_id",
-        "tt.value AS task_type",
+        f"tt.{value} AS task_type",
         f"{task_col('streamId')} AS stream_id",
         f"{task_col('taskId')} AS task_id",
         f"{task_col('connectionId')} AS connection_id",
@@ -345,12 +363,12 @@ def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
     joins = ["LEFT JOIN STRING_IDS tt ON tt.id = t.taskType"]
     if schema.has("COMPUTE_TASK_INFO"):
         schema.require("COMPUTE_TASK_INFO", _COMPUTE_COLUMNS, "operator info of kernel tasks")
-        shapes = "cs.value" if schema.has("COMPUTE_TASK_INFO", "inputShapes") else "NULL"
+        shapes = f"cs.{value}" if schema.has("COMPUTE_TASK_INFO", "inputShapes") else "NULL"
         select += [
             "c.globalTaskId IS NOT NULL AS has_compute_info",
-            "cn.value AS compute_name",
-            "cc.value AS compute_core",
-            "co.value AS compute_op_type",
+            f"cn.{value} AS compute_name",
+            f"cc.{value} AS compute_core",
+            f"co.{value} AS compute_op_type",
             f"{shapes} AS input_shapes",
         ]
         joins += [
@@ -373,8 +391,8 @@ def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
         schema.require("COMMUNICATION_TASK_INFO", _COMM_TASK_COLUMNS, "HCCL task info")
         select += [
             "m.globalTaskId IS NOT NULL AS is_comm_task",
-            "mn.value AS comm_name",
-            "mt.value AS comm_task_type",
+            f"mn.{value} AS comm_name",
+            f"mt.{value} AS comm_task_type",
         ]
         # Not a primary key in every version: one row per task before joining.
         joins += [
@@ -387,7 +405,56 @@ def _read_task_rows(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
     else:
         select += ["0 AS is_comm_task", "NULL AS comm_name", "NULL AS comm_task_type"]
     sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
-    return _query(conn, schema.db, sql, "TASK")
+    return _query(conn, schema.db, sql, "TASK"), strings
+
+
+# Rowids beyond this do not survive pandas' float64 column of ids with NULLs.
+_EXACT_FLOAT_INT = 2**53
+
+
+class _Strings:
+    """STRING_IDS by rowid, for string columns read as the rowids of the joined strings.
+
+    A column is resolved once per distinct string rather than once per row: the per-value
+    functions (:func:`_text`, :func:`strip_shape_quotes`) give what they give on the joined
+    text, which is the same value.
+    """
+
+    def __init__(self, rowids: FloatArray, values: npt.NDArray[np.object_]) -> None:
+        self._index = pd.Index(rowids, dtype="float64")
+        # The last entry stands for "no string" (no match, position -1).
+        self._values = np.concatenate([values, np.array([None], dtype=object)])
+        self._missing = pd.isna(self._values)
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection, schema: _Schema) -> _Strings | None:
+        """The table, or None where the joins must yield the text itself: no usable rowid,
+        rowids a float64 does not hold, or a table that cannot be read whole (the join may
+        still read the rows it needs, and fail, or not, as it always did)."""
+        if not schema.has_rowid("STRING_IDS"):
+            return None
+        try:
+            table = pd.read_sql_query("SELECT rowid AS sid, value FROM STRING_IDS", conn)
+        except (sqlite3.Error, pd.errors.DatabaseError):
+            return None
+        sid = table["sid"]
+        if sid.dtype.kind != "i" or (len(sid) and int(sid.abs().max()) > _EXACT_FLOAT_INT):
+            return None
+        return cls(sid.to_numpy(dtype=np.float64), table["value"].to_numpy(dtype=object))
+
+    def _positions(self, rowids: pd.Series) -> IntArray:
+        keys = pd.to_numeric(rowids, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        return np.asarray(self._index.get_indexer(pd.Index(keys)), dtype=np.int64)
+
+    def isna(self, rowids: pd.Series) -> npt.NDArray[np.bool_]:
+        """Where the joined value is NULL (or there is none)."""
+        return np.asarray(self._missing[self._positions(rowids)], dtype=bool)
+
+    def resolve(self, rowids: pd.Series, transform: Callable[[pd.Series], pd.Series]) -> pd.Series:
+        """``transform`` of the joined values, computed once per distinct string."""
+        used, inverse = np.unique(self._positions(rowids), return_inverse=True)
+        done = transform(pd.Series(self._values[used], dtype=object)).to_numpy(dtype=object)
+        return pd.Series(done[inverse], index=rowids.index, dtype=object)
 
 
 def _read_comm_ops(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
@@ -450,7 +517,8 @@ def _ns(
 ) -> pd.Series:
     """Integer nanoseconds (or ids, with ``limit``) from a column that may hold integers or
     their text; ``rows`` are the rows' rowids in their table, for the message."""
-    numbers = pd.to_numeric(values.map(_number_or_none), errors="coerce").astype("float64")
+    exact = _numbers(values)
+    numbers = exact.astype("float64")
     bad = ~(numbers.abs() <= limit) | (numbers != numbers.round())
     if bad.any():
         at = int(np.flatnonzero(bad.to_numpy())[0])
@@ -466,8 +534,14 @@ def _ns(
             else "an integer id",
         )
     # Exact for integers stored as such (float64 parses only pick out the bad ones).
-    exact = pd.to_numeric(values.map(_number_or_none), errors="coerce")
     return exact.astype("int64") if exact.dtype.kind in "iu" else numbers.astype("int64")
+
+
+def _numbers(values: pd.Series) -> pd.Series:
+    """The cells as numbers, NaN where a cell is none (text that is no number, a blob)."""
+    if values.dtype.kind in "iuf":  # what _number_or_none would keep, cell by cell
+        return values
+    return pd.to_numeric(values.map(_number_or_none), errors="coerce")
 
 
 def _number_or_none(value: Any) -> Any:
@@ -478,11 +552,21 @@ def _number_or_none(value: Any) -> Any:
 def _id_text(values: pd.Series) -> pd.Series:
     """Integer ids (stream, task id) as text, None where missing; a cell that is no int64 id
     keeps its own text (it still tells tasks apart)."""
-    numbers = pd.to_numeric(values.map(_number_or_none), errors="coerce").astype("float64")
-    valid = (numbers.abs() < 2**63) & (numbers == numbers.round())
+    numbers = _numbers(values).astype("float64")
+    valid = ((numbers.abs() < 2**63) & (numbers == numbers.round())).to_numpy()
+    ids = np.empty(len(values), dtype=object)
+    # Each distinct id is written once.
+    codes, distinct = pd.factorize(numbers.to_numpy()[valid].astype(np.int64))
+    ids[valid] = np.asarray(distinct).astype(str).astype(object)[codes]
+    if not valid.all():
+        ids[~valid] = _cell_text(values[~valid]).to_numpy(dtype=object)
+    return pd.Series(ids, index=values.index, dtype=object)
+
+
+def _cell_text(values: pd.Series) -> pd.Series:
+    """The cells' own text, None where missing."""
     text = values.map(_decoded).astype(object)
-    ids = numbers.where(valid, 0).astype("int64").astype(str).astype(object)
-    return ids.where(valid, text.where(text.notna(), None))
+    return text.where(text.notna(), None)
 
 
 # msprof writes an id it could not resolve as the number itself (``1.83976461015564e+19``, a
@@ -512,20 +596,32 @@ def _decoded(value: Any) -> Any:
 def _build_tasks(
     db: Path,
     raw: pd.DataFrame,
+    strings: _Strings | None,
     comm_ops: pd.DataFrame,
     rank_of: dict[int, int],
     clock: TimeBase,
 ) -> tuple[pd.DataFrame, _Busy, list[str]]:
     """The canonical tasks table, the busy intervals a breakdown is checked against, notes."""
     notes: list[str] = []
+
+    def text(column: str, transform: Callable[[pd.Series], pd.Series] = _text) -> pd.Series:
+        """A string column of ``raw`` through a per-value ``transform``."""
+        if strings is None:
+            return transform(raw[column])
+        return strings.resolve(raw[column], transform)
+
     rows = raw["source_row"]
     start_ns = _ns(raw["start_ns"], db, "TASK.startNs", rows)
     end_ns = _ns(raw["end_ns"], db, "TASK.endNs", rows)
     device = _ns(raw["device_id"], db, "TASK.deviceId", rows, limit=_MAX_ID)
     has_info = raw["has_compute_info"].fillna(0).astype(bool)
     is_comm_task = raw["is_comm_task"].fillna(0).astype(bool)
-    unnamed = raw["task_type_id"].map(lambda v: f"taskType {_decoded(v)}").astype(object)
-    task_type = _text(raw["task_type"]).fillna(unnamed)
+    task_type = text("task_type")
+    unnamed = task_type.isna()
+    if unnamed.any():
+        task_type = task_type.fillna(
+            raw.loc[unnamed, "task_type_id"].map(lambda v: f"taskType {_decoded(v)}")
+        )
 
     # MIX parents: no operator info, same (device, stream, task id, connection) as a sub-task
     # that has it.
@@ -552,23 +648,23 @@ def _build_tasks(
             "(COMMUNICATION_TASK_INFO)"
         )
 
-    compute_name = _text(raw["compute_name"])
+    compute_name = text("compute_name")
     name = task_type.copy()
     name = name.where(~has_info, compute_name.fillna(task_type))
     comm_task_kept = is_comm_task & ~drop
-    name = name.where(~comm_task_kept, _text(raw["comm_name"]).fillna(task_type))
+    name = name.where(~comm_task_kept, text("comm_name").fillna(task_type))
 
     op_type = task_type.copy()
     op_type = op_type.where(
-        ~has_info, _text(raw["compute_op_type"]).fillna(compute_name).fillna(task_type)
+        ~has_info, text("compute_op_type").fillna(compute_name).fillna(task_type)
     )
-    op_type = op_type.where(~comm_task_kept, _text(raw["comm_task_type"]).fillna(task_type))
+    op_type = op_type.where(~comm_task_kept, text("comm_task_type").fillna(task_type))
 
     core = task_type.copy()
-    core = core.where(~has_info, _text(raw["compute_core"]).fillna(task_type))
+    core = core.where(~has_info, text("compute_core").fillna(task_type))
     core = core.where(~comm_task_kept, "HCCL")
 
-    shapes = strip_shape_quotes(_text(raw["input_shapes"]))
+    shapes = text("input_shapes", lambda values: strip_shape_quotes(_text(values)))
     task_table = pd.DataFrame(
         {
             "device": device,
@@ -593,7 +689,7 @@ def _build_tasks(
 
     out = pd.DataFrame(
         {
-            "rank": tasks["device"].map(lambda d: rank_of.get(int(d), int(d))).astype("int64"),
+            "rank": _ranks(tasks["device"].to_numpy(dtype=np.int64), rank_of),
             "step": pd.array([pd.NA] * len(tasks), dtype="Int64"),
             "name": tasks["name"].astype(object),
             "op_type": tasks["op_type"].astype(object),
@@ -613,7 +709,10 @@ def _build_tasks(
     }
     with_source(out, sources[_TASK_SOURCE], tasks["source_row"].to_numpy())
     out[SOURCE_COLUMN] = tasks["source"].map(sources).to_numpy()
-    if raw["input_shapes"].isna().all():
+    no_shapes = (
+        strings.isna(raw["input_shapes"]) if strings is not None else raw["input_shapes"].isna()
+    )
+    if no_shapes.all():
         out = out.drop(columns="input_shapes")
     comm = (out["category"] == Category.COMM.value).to_numpy()
     busy = _Busy(
@@ -926,11 +1025,18 @@ def _relative(ns: IntArray, origin_ns: int) -> FloatArray:
     return (ns - np.int64(origin_ns)).astype(np.float64)
 
 
+def _ranks(device: npt.NDArray[Any], rank_of: dict[int, int]) -> IntArray:
+    """The rank of each device id (its own id where RANK_DEVICE_MAP has none)."""
+    distinct, inverse = np.unique(device, return_inverse=True)
+    ranks = np.array([rank_of.get(int(d), int(d)) for d in distinct], dtype=np.int64)
+    return ranks[inverse.reshape(-1)]
+
+
 def _union_per_step(
     steps: pd.DataFrame, device: IntArray, start: IntArray, end: IntArray, rank_of: dict[int, int]
 ) -> pd.Series:
     """µs covered by the union of the intervals ``[start, end)`` inside each step's window."""
-    rank = np.array([rank_of.get(int(d), int(d)) for d in device], dtype=np.int64)
+    rank = _ranks(device, rank_of)
     covered = []
     for step_rank, _, lo_ns, hi_ns in _windows(steps):
         mine = rank == step_rank
