@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from perfgate.ingest import ascend_db
-from perfgate.ingest.assemble import Part
+from perfgate.ingest.assemble import Part, assemble
 from perfgate.model import SOURCE_COLUMN
 
 DATA = Path(__file__).parent / "data"
@@ -47,7 +47,7 @@ def test_tables_are_those_of_the_reader_before_issue_10(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parts: list[Part] = []
-    real = ascend_db.assemble
+    real = assemble
 
     def spy(path: Path, source: str, given: list[Part], **kwargs: Any) -> Any:
         parts.extend(given)
