@@ -320,11 +320,27 @@ def _stripped(values: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
     """Cells without surrounding white space (msprof writes a TAB after time stamps); empty
     for a row cut short. Stripped once per distinct value: names and types repeat a lot."""
     sample = values[:: max(1, len(values) // 1000)]
-    if len(pd.unique(sample)) * 2 > len(sample):  # mostly distinct: a plain loop is quicker
+    if len(pd.unique(sample)) * 2 > len(sample):  # mostly distinct (ids): rarely padded
+        if not _padded(values):
+            return values
         return np.array([v.strip() if type(v) is str else "" for v in values], dtype=object)
     codes, uniques = pd.factorize(values)
     table = np.array([str(v).strip() for v in uniques] + [""], dtype=object)
     return table[codes]  # code -1 (a missing cell) takes the trailing ""
+
+
+def _padded(values: npt.NDArray[np.object_]) -> bool:
+    """Whether some cell is no string, is empty, or may start or end with white space (a
+    non-ASCII first or last character counts): judged on fixed-width code points at C speed."""
+    if pd.api.types.infer_dtype(values, skipna=False) != "string":
+        return len(values) > 0
+    text = np.asarray(values, dtype=np.str_)
+    lengths = np.char.str_len(text)
+    if text.dtype.itemsize == 0 or (lengths == 0).any():
+        return True
+    points = text.view(np.uint32).reshape(len(text), -1)
+    ends = np.concatenate([points[:, 0], points[np.arange(len(text)), lengths - 1]])
+    return bool(((ends <= ord(" ")) | (ends > ord("~"))).any())
 
 
 def _require(path: Path, column: CsvColumn, empty: npt.NDArray[np.bool_]) -> None:

@@ -97,7 +97,9 @@ def assemble(
     op_statistic = _checked_statistic(statistics, path, all_notes)
     merged.update(overrides)
     if "ranks" not in merged:
-        merged["ranks"] = sorted({int(r) for r in pd.concat([tasks["rank"], steps["rank"]])})
+        merged["ranks"] = sorted(
+            {int(r) for r in pd.unique(pd.concat([tasks["rank"], steps["rank"]]).to_numpy())}
+        )
     merged["time_origin_us"] = time_origin_us
     if steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
@@ -204,15 +206,19 @@ def _note_stream_overlaps(tasks: pd.DataFrame, notes: list[str]) -> None:
         if key not in tasks.columns or len(tasks) < 2:
             continue
         known = tasks.loc[tasks[key].notna(), ["rank", key, "start_us", "dur_us"]]
-        ordered = known.assign(key=known[key].astype(str)).sort_values(
-            ["rank", "key", "start_us"], kind="stable"
-        )
-        start = ordered["start_us"].to_numpy(dtype=np.float64)
-        end = start + ordered["dur_us"].to_numpy(dtype=np.float64)
-        ranks, keys = ordered["rank"].to_numpy(), ordered["key"].to_numpy()
-        same = (ranks[1:] == ranks[:-1]) & (keys[1:] == keys[:-1])
-        running = ordered.assign(end=end).groupby(["rank", "key"], sort=False)["end"].cummax()
-        overlap = np.where(same, running.to_numpy()[:-1] - start[1:], 0.0)
+        # One integer per (rank, key as text): sorting and grouping integers, not strings.
+        codes, distinct = pd.factorize(known[key].to_numpy(dtype=object))
+        as_text = pd.factorize(np.array([str(v) for v in distinct], dtype=object))[0]
+        group = pd.factorize(
+            known["rank"].to_numpy(dtype=np.int64) * (len(distinct) + 1) + as_text[codes]
+        )[0]
+        start = known["start_us"].to_numpy(dtype=np.float64)
+        order = np.lexsort((start, group))
+        group, start = group[order], start[order]
+        end = start + known["dur_us"].to_numpy(dtype=np.float64)[order]
+        same = group[1:] == group[:-1]
+        running = pd.Series(end).groupby(group, sort=False).cummax().to_numpy()
+        overlap = np.where(same, running[:-1] - start[1:], 0.0)
         overlapping = overlap > _STEP_SLACK_US
         if overlapping.any():
             notes.append(
