@@ -4,6 +4,7 @@ complete event kept."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -71,3 +72,23 @@ def test_reading_for_copies_gives_the_copy_tasks_and_the_step_windows(
     )
     windows = ["rank", "step", "start_us", "end_us"]
     pd.testing.assert_frame_equal(copies.steps[windows], whole.steps[windows])
+
+
+def test_a_timeline_without_copies_or_step_marks_read_for_copies_is_empty_not_an_error(
+    tmp_path: Path,
+) -> None:
+    # torch_npu takes the kernels from kernel_details.csv: a trace_view.json of a run with no
+    # host-device copy and no ProfilerStep (no schedule) has nothing it needs, and is valid.
+    events = json.loads((DATA / "ascend_timeline/trace_view.json").read_text())
+    kept = [
+        e
+        for e in events
+        if not str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("args", {}).get("Task Type") not in ("MEMCPY_ASYNC",)
+        and e.get("name") != "MEMCPY_ASYNC"
+    ]
+    trace = tmp_path / "trace_view.json"
+    trace.write_text(json.dumps(kept))
+    profile = chrome_trace.read(trace, tasks="copies")
+    assert profile.tasks.empty and profile.steps.empty
+    assert len(chrome_trace.read(trace).tasks) > 0  # read whole, it has the kernels
