@@ -5,13 +5,16 @@ complete event kept."""
 from __future__ import annotations
 
 import json
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfgate.ingest import chrome_trace
-from perfgate.model import Category, Profile
+from perfgate.model import MAX_TIME_US, Category, Profile
 
 DATA = Path(__file__).parent / "data"
 TRACES = [
@@ -92,3 +95,23 @@ def test_a_timeline_without_copies_or_step_marks_read_for_copies_is_empty_not_an
     profile = chrome_trace.read(trace, tasks="copies")
     assert profile.tasks.empty and profile.steps.empty
     assert len(chrome_trace.read(trace).tasks) > 0  # read whole, it has the kernels
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(
+    whole=st.integers(0, MAX_TIME_US - 1),
+    fraction=st.text("0123456789", max_size=8),
+    form=st.sampled_from(["decimal", "text", "int"]),
+)
+def test_time_stamps_and_durations_read_as_the_decimal_they_write(
+    whole: int, fraction: str, form: str
+) -> None:
+    # The fast paths (ints, decimals and strings of at most three decimals) must give what the
+    # Decimal definition gives: ts in ns rounded half to even, dur as the nearest float64.
+    text = f"{whole}.{fraction}" if fraction and form != "int" else str(whole)
+    value: object = {"decimal": Decimal(text), "text": text, "int": whole}[form]
+    columns = chrome_trace._EventColumns(Path("t.json"), chrome_trace._Selection("array", "all"))
+    event = {"ts": value, "dur": value if form != "text" else Decimal(text)}
+    exact = Decimal(text)
+    assert columns._ns(event) == int((exact * 1000).to_integral_value(rounding=ROUND_HALF_EVEN))
+    assert columns._us(event) == float(exact)

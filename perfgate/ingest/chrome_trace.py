@@ -573,10 +573,19 @@ class _EventColumns:
         self.process_labels: dict[str, str] = {}
         # One string object per distinct value: traces repeat names and categories a lot.
         self._strings: dict[str, str] = {}
+        self._numbers: dict[object, str] = {}
         self.seen = 0  # events read so far, to point at a bad one
 
     def _intern(self, value: object) -> str:
-        text = value if type(value) is str else "" if value is None else str(value)
+        kind = type(value)
+        if kind is str:
+            return self._strings.setdefault(value, value)  # type: ignore[arg-type]
+        if kind is int:  # pids and tids: one text per number, made once
+            text = self._numbers.get(value)
+            if text is None:
+                text = self._numbers[value] = self._strings.setdefault(str(value), str(value))
+            return text
+        text = "" if value is None else str(value)
         return self._strings.setdefault(text, text)
 
     def add(self, event: object) -> None:
@@ -629,13 +638,16 @@ class _EventColumns:
     def _ns(self, event: dict[str, Any]) -> int:
         """``ts`` (µs: int, decimal or a string of a decimal) as integer ns, exactly."""
         value = event.get("ts")
-        # Fast paths for what profilers write: an int, or a string of a plain decimal with at
-        # most three decimals (Ascend's epoch µs "1736408883704643.212"), exact in integers.
-        if type(value) is int:
-            if -MAX_TIME_US <= value <= MAX_TIME_US:
-                return value * NS_PER_US
-        elif type(value) is str:
-            whole, dot, fraction = value.partition(".")
+        # Fast paths for what profilers write, exact in integers: an int; a decimal (Kineto's
+        # 1682725898082262.0, which ijson gives as a Decimal: its text is cheaper than Decimal
+        # arithmetic) or a string of one (Ascend's "1736408883704643.212") with at most three
+        # decimals. Anything else takes the Decimal path, which also names what is wrong.
+        kind = type(value)
+        if kind is int:
+            if -MAX_TIME_US <= cast(int, value) <= MAX_TIME_US:
+                return cast(int, value) * NS_PER_US
+        elif kind is str or kind is Decimal:
+            whole, dot, fraction = str(value).partition(".")
             if (
                 whole.isascii()
                 and whole.isdigit()
@@ -649,6 +661,13 @@ class _EventColumns:
 
     def _us(self, event: dict[str, Any]) -> float:
         """``dur`` in µs as float64 (Ascend writes sub-ns digits, e.g. ``1.2695``)."""
+        value = event.get("dur")
+        kind = type(value)
+        if kind is Decimal or kind is int:
+            # float() of a decimal's text rounds once, as float() of the Decimal does.
+            duration = float(str(value))
+            if 0 <= duration < MAX_TIME_US:
+                return duration
         return float(self._decimal(event, "dur"))
 
     def _decimal(self, event: dict[str, Any], key: str) -> Decimal:
