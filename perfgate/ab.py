@@ -177,7 +177,13 @@ def run_ab(
                     round(time.perf_counter() - session_started, 2)
                 )
                 if done.returncode != 0:
-                    tail = "\n".join(done.stdout.strip().splitlines()[-8:])
+                    # pytest writes a usage error (a bad config, an unknown path) to
+                    # stderr only: the tail of both, or the reason is lost.
+                    tail = "\n".join(
+                        line
+                        for stream in (done.stdout, done.stderr)
+                        for line in stream.strip().splitlines()[-8:]
+                    )
                     what = f"the base {ref} ({base_sha[:12]})" if side == BASE else "this tree"
                     raise AbError(
                         f"the benchmarks of {what} did not run (pytest exited with "

@@ -1,0 +1,284 @@
+"""`perfgate ab` end to end, as users run it: a throwaway git repository with a tiny benchmark,
+the base commit and the working tree measured in alternating pytest processes (ABBA), the
+verdict, the exit status, the results file; and the doors a user can walk in by mistake (an
+unknown base, no repository, a base whose benchmarks do not run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import GIT_ENV, GitRepo
+
+import perfgate
+from perfgate.cli import main
+
+# The exit statuses of DESIGN §7 (as for `perfgate compare`).
+EXIT_PASS, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
+
+# The perfgate code under test: the sessions of both sides must import it, not whichever
+# copy is installed (`_python_path` appends the caller's PYTHONPATH to each checkout).
+CODE = Path(perfgate.__file__).resolve().parent
+
+# A pure-Python step (no torch, no profiler: a session is a pytest start-up and two short
+# rounds), its work per step set by WORK in the file, so that the working tree can change it.
+BENCHMARK = """
+from pathlib import Path
+
+WORK = 1
+
+def test_loop(perfgate):
+    import os
+
+    import perfgate.ab as under_test  # the sessions run the perfgate under test
+
+    assert Path(under_test.__file__).resolve().parent == Path(os.environ["PERFGATE_CODE"])
+    perfgate.run(lambda: sum(range(20000 * WORK)), steps=10, warmup=1)
+"""
+
+# Shared 2-vCPU runners: wide limits, and the fewest rounds a run may have.
+CONFIG = """\
+thresholds:
+  step_time: {max_increase: 60%}
+statistics: {rounds: 2, max_rounds: 2}
+"""
+
+SESSION = re.compile(r"^perfgate ab: pair (\d+) of (\d+), (base|head) \((.+)\)$")
+
+
+def _env() -> dict[str, str]:
+    """This environment, without the caller's git, GitHub and pytest settings, with the code
+    under test first on the path."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GIT_", "GITHUB_", "PYTEST_")) and k != "PYTHONPATH"
+    }
+    env.update(GIT_ENV)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(CODE.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    env["PERFGATE_CODE"] = str(CODE)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def perfgate_ab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "perfgate", "ab", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def sessions(stderr: str) -> list[tuple[int, str, Path]]:
+    """(pair, side, checkout) of each session, in the order they ran."""
+    found = [SESSION.match(line) for line in stderr.splitlines()]
+    return [(int(m[1]), m[3], Path(m[4])) for m in found if m]
+
+
+def worktrees(repo: GitRepo) -> list[str]:
+    listed = repo.repo.git.worktree("list", "--porcelain").splitlines()
+    return [line for line in listed if line.startswith("worktree ")]
+
+
+@pytest.fixture
+def project(git_repo: GitRepo) -> GitRepo:
+    """A repository with the benchmark in bench/, committed on main: the base."""
+    git_repo.write("bench/test_loop.py", BENCHMARK)
+    git_repo.write("tox.ini", "[pytest]\n")
+    git_repo.write("perfgate.yaml", CONFIG)
+    git_repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    git_repo.commit("a tiny benchmark")
+    return git_repo
+
+
+def _results(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
+
+
+def _check_sessions(stderr: str, project: GitRepo, out: Path, results: dict[str, Any]) -> None:
+    """Two pairs in ABBA order, the base in a worktree that is gone afterwards, the tree in
+    the repository, and every session's record holding its rounds."""
+    ran = sessions(stderr)
+    assert [(pair, side) for pair, side, _ in ran] == [
+        (1, "base"),
+        (1, "head"),
+        (2, "head"),
+        (2, "base"),
+    ], stderr
+    base_trees = {checkout for _, side, checkout in ran if side == "base"}
+    head_trees = {checkout for _, side, checkout in ran if side == "head"}
+    assert head_trees == {project.path.resolve()}
+    [base_tree] = base_trees
+    assert base_tree != project.path.resolve()
+    assert not base_tree.exists()  # the worktree is removed afterwards
+    assert len(worktrees(project)) == 1
+    ab = results["ab"]
+    assert ab["pairs"] == 2
+    assert {side: len(times) for side, times in ab["session_seconds"].items()} == {
+        "base": 2,
+        "head": 2,
+    }
+    for side in ("base", "head"):
+        for pair in (0, 1):
+            record = _results(out / side / str(pair) / "records" / "loop.json")
+            timing = record["timing"]
+            assert set(timing["process"]) == {pair}
+            assert sorted(set(timing["round"])) == [0, 1]  # statistics.rounds
+            assert len(timing["step_time_us"]) == 2 * 10  # rounds × steps
+            assert all(t > 0 for t in timing["step_time_us"])
+
+
+def _step_time(results: dict[str, Any]) -> dict[str, Any]:
+    [run] = results["runs"]
+    assert run["benchmark"] == "loop"
+    [metric] = [m for m in run["comparison"]["metrics"] if m["name"] == "step_time"]
+    assert isinstance(metric, dict)
+    return metric
+
+
+@pytest.mark.slow
+def test_an_unchanged_tree_passes_after_abba_sessions(project: GitRepo) -> None:
+    base = project.head
+    done = perfgate_ab(
+        project.path, "--base", "HEAD", "--pairs", "2", "--", "bench", "--perfgate-profiler=none"
+    )
+    out = project.path / "perfgate-out" / "ab"
+    results = _results(out / "results.json")
+    step_time = _step_time(results)
+    print(f"unchanged A/B: {step_time['change']:+.1%}, {step_time['status']}, {results['ab']}")
+    assert done.returncode == EXIT_PASS, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    _check_sessions(done.stderr, project, out, results)
+    assert results["ab"]["base"] == base
+    [run] = results["runs"]
+    assert run["verdict"] not in ("regression", "error")
+    comparison = run["comparison"]
+    assert comparison["baseline"]["commit"] == base
+    assert comparison["baseline"]["mode"] == "ab"
+    assert comparison["current"] == {"commit": base, "dirty": False, "mode": "ab"}
+    # Real figures of both sides: every round of every session, paired.
+    assert step_time["baseline"] > 0 and step_time["current"] > 0
+    assert step_time["n_baseline"] == step_time["n_current"] == 2 * 2  # pairs × rounds
+    assert step_time["test"] == "paired t-test on A/B pairs"
+    assert step_time["status"] != "regression"
+    assert f"[{run['verdict'].upper()}] loop" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_four_times_heavier_step_in_the_index_fails_on_step_time(project: GitRepo) -> None:
+    base = project.head
+    heavier = BENCHMARK.replace("WORK = 1", "WORK = 4")
+    assert heavier != BENCHMARK
+    project.write("bench/test_loop.py", heavier)
+    project.repo.index.add(["bench/test_loop.py"])  # staged, not committed: the tree measures it
+    # From inside bench/: the pytest arguments name paths from where the user stands, and
+    # --repo names the repository (its configuration: the CLI reads it there, not in bench/).
+    done = perfgate_ab(
+        project.path / "bench",
+        *("--repo", "..", "--base", "main", "--pairs", "2"),
+        *("--", ".", "--perfgate-profiler=none"),
+    )
+    out = project.path / "bench" / "perfgate-out" / "ab"
+    results = _results(out / "results.json")
+    step_time = _step_time(results)
+    print(f"4x heavier A/B: {step_time['change']:+.1%}, {step_time['status']}, {results['ab']}")
+    assert done.returncode == EXIT_REGRESSION, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    _check_sessions(done.stderr, project, out, results)
+    [run] = results["runs"]
+    assert run["verdict"] == "regression"
+    assert run["comparison"]["current"] == {"commit": base, "dirty": True, "mode": "ab"}
+    assert step_time["status"] == "regression"
+    assert step_time["change"] > 0.6  # 4× the work per step
+    assert step_time["current"] > step_time["baseline"] > 0
+    assert "[REGRESSION] loop" in done.stdout
+    assert re.search(
+        r"! loop: step_time regressed: .* → .* \(\+[\d.]+%, limit \+60%\) vs baseline "
+        rf"{base[:12]} \(A/B on this runner, 2 pairs, base main\)",
+        done.stdout,
+    ), done.stdout
+    assert project.repo.git.diff("--cached", "--name-only") == "bench/test_loop.py"
+
+
+def _one_error_line(
+    args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """`perfgate ab ARGS` run in ``cwd`` (in this process: an escaping exception fails the
+    test with its traceback): exit status 2 and one error line on stderr, nothing else."""
+    monkeypatch.chdir(cwd)
+    assert main(["ab", *args]) == EXIT_ERROR
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("perfgate: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("ref", ["nosuchref", "HEAD~5", "--output=x"])
+def test_an_unknown_base_is_one_error_line(
+    project: GitRepo, ref: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = [f"--base={ref}", "--pairs", "2", "--", "bench"]
+    line = _one_error_line(args, project.path, capsys, monkeypatch)
+    assert f"unknown git ref {ref!r}" in line
+    assert len(worktrees(project)) == 1
+    assert not (project.path / "x").exists()
+
+
+def test_outside_a_git_repository_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    line = _one_error_line(["--base", "HEAD", "--", "."], plain, capsys, monkeypatch)
+    assert "not inside a git repository" in line
+
+
+def test_a_repository_without_commits_is_one_error_line(
+    git_repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = _one_error_line(["--base", "HEAD", "--", "."], git_repo.path, capsys, monkeypatch)
+    assert "has no commits yet" in line
+
+
+def test_one_pair_is_one_error_line(
+    project: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = _one_error_line(["--base", "HEAD", "--pairs", "1"], project.path, capsys, monkeypatch)
+    assert "an A/B run needs at least 2 pairs (got 1)" in line
+
+
+def test_a_base_whose_sessions_fail_says_why_and_leaves_no_worktree(project: GitRepo) -> None:
+    # The base's perfgate.yaml is broken, the tree fixes it: pytest ends the base's first
+    # session with a usage error on stderr, and that is the reason the user must see.
+    project.write("perfgate.yaml", "thresholds:\n  step_time: {max_increase: 5}\n")
+    broken = project.commit("a threshold without a unit")
+    project.write("perfgate.yaml", CONFIG)
+    project.commit("the unit back")
+    done = perfgate_ab(project.path, "--base", "HEAD~1", "--pairs", "2", "--", "bench")
+    assert done.returncode == EXIT_ERROR, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    ran = sessions(done.stderr)
+    assert [(pair, side) for pair, side, _ in ran] == [(1, "base")]  # it stops at once
+    assert not ran[0][2].exists()
+    assert len(worktrees(project)) == 1
+    error = done.stderr[done.stderr.index("perfgate: error: ") :]
+    assert error.startswith(
+        f"perfgate: error: the benchmarks of the base HEAD~1 ({broken[:12]}) did not run "
+        "(pytest exited with 4):\n"
+    ), done.stderr
+    assert "perfgate.yaml: thresholds.step_time.max_increase: 5 is not a threshold" in error
