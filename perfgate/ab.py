@@ -44,6 +44,7 @@ class AbRun:
     base_sha: str
     head_sha: str
     pairs: int
+    head_dirty: bool = False  # the tree measured has uncommitted changes
     comparisons: list[Comparison] = field(default_factory=list)
     records: dict[str, dict[str, RunRecord]] = field(default_factory=dict)  # side → name →
     seconds: float = 0.0
@@ -153,7 +154,7 @@ def run_ab(
     where = Path.cwd().resolve()
     relative = where.relative_to(top) if where.is_relative_to(top) else Path()
     out_dir = out_dir.resolve()  # the sessions run in two checkouts
-    run = AbRun(base_sha=base_sha, head_sha=head.sha, pairs=pairs)
+    run = AbRun(base_sha=base_sha, head_sha=head.sha, pairs=pairs, head_dirty=head.dirty)
     started = time.perf_counter()
     with worktree(repo_dir, base_sha) as base_tree:
         checkouts = {BASE: base_tree, HEAD: top}

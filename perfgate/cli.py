@@ -517,15 +517,15 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     from perfgate.ab import run_ab
+    from perfgate.config import load_settings
     from perfgate.report.results import BenchmarkResult, results_document
 
-    settings = _settings(args)
+    # The sessions' pytest finds the configuration at the repository's root (its rootdir): the
+    # verdict must use the same thresholds, from wherever the command is started.
+    settings = load_settings(args.config, root=_repository_root(Path(args.repo)))
     pairs = args.pairs or settings.rules.statistics.ab_pairs
     out = Path(args.out)
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
+    _clear_ab_output(out)
     run = run_ab(
         Path(args.repo),
         args.base,
@@ -551,10 +551,47 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     _write(json.dumps(document, indent=2, allow_nan=False) + "\n", str(out / "results.json"))
     print(
         f"perfgate ab: {run.pairs} pairs in {run.seconds:.0f} s "
-        f"(base {run.base_sha[:12]}, tree {run.head_sha[:12]}); results: {out / 'results.json'}",
+        f"(base {run.base_sha[:12]}, tree {run.head_sha[:12]}"
+        f"{' with uncommitted changes' if run.head_dirty else ''}); "
+        f"results: {out / 'results.json'}",
         file=sys.stderr,
     )
     return _render_comparisons(run.comparisons, args)
+
+
+_AB_MARK = ".perfgate-ab"
+
+
+def _repository_root(repo: Path) -> Path:
+    """The top level of the git work tree holding ``repo`` (``repo`` itself outside one: the
+    A/B run then reports that it is no repository)."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else repo
+
+
+def _clear_ab_output(out: Path) -> None:
+    """Empty ``out`` for a new A/B run, and mark it as one's: a folder that holds anything but
+    an earlier A/B run's output is refused, never deleted."""
+    import shutil
+
+    if out.exists():
+        if not out.is_dir():
+            raise PerfgateError(f"--out {out}: is a file, not a folder for the A/B run's output")
+        if any(out.iterdir()) and not (out / _AB_MARK).is_file():
+            raise PerfgateError(
+                f"--out {out}: holds files that are not an earlier perfgate ab run's output; "
+                "give an empty or new folder (nothing was deleted)"
+            )
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / _AB_MARK).write_text("perfgate ab output: emptied by the next perfgate ab run\n")
 
 
 def _empty(comparison: Comparison) -> RunRecord:

@@ -359,7 +359,10 @@ def _dump_json(path: Path, data: Any, gz: bool) -> None:
 
     text = json.dumps(encode(data), ensure_ascii=False)
     text = re.sub(r'"__RAW_(\d+)__"', lambda m: raws[int(m.group(1))], text)
-    blob = text.encode("utf-8", errors="surrogateescape")
+    try:
+        blob = text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate (an escaped "\ud800" in the source): its
+        blob = text.encode("utf-8", errors="surrogatepass")  # bytes, invalid UTF-8 as written
     path.write_bytes(gzip.compress(blob, mtime=0) if gz else blob)
 
 

@@ -184,11 +184,12 @@ def test_a_four_times_heavier_step_in_the_index_fails_on_step_time(project: GitR
     assert heavier != BENCHMARK
     project.write("bench/test_loop.py", heavier)
     project.repo.index.add(["bench/test_loop.py"])  # staged, not committed: the tree measures it
-    # From inside bench/: the pytest arguments name paths from where the user stands, and
-    # --repo names the repository (its configuration: the CLI reads it there, not in bench/).
+    # From inside bench/, without --repo: the pytest arguments name paths from where the user
+    # stands, and the verdict takes the thresholds the sessions take, the repository root's
+    # (+60%; bench/ has no configuration, and the default would be +5%).
     done = perfgate_ab(
         project.path / "bench",
-        *("--repo", "..", "--base", "main", "--pairs", "2"),
+        *("--base", "main", "--pairs", "2"),
         *("--", ".", "--perfgate-profiler=none"),
     )
     out = project.path / "bench" / "perfgate-out" / "ab"
@@ -253,6 +254,22 @@ def test_a_repository_without_commits_is_one_error_line(
 ) -> None:
     line = _one_error_line(["--base", "HEAD", "--", "."], git_repo.path, capsys, monkeypatch)
     assert "has no commits yet" in line
+
+
+def test_an_out_folder_holding_other_files_is_refused_not_emptied(
+    project: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = project.path / "notes" / "keep.txt"
+    mine.parent.mkdir()
+    mine.write_text("mine")
+    args = ["--base", "HEAD", "--pairs", "2", "--out", "notes", "--", "bench"]
+    line = _one_error_line(args, project.path, capsys, monkeypatch)
+    assert "--out notes: holds files that are not an earlier perfgate ab run's output" in line
+    assert mine.read_text() == "mine"
+    args[args.index("notes")] = "notes/keep.txt"
+    line = _one_error_line(args, project.path, capsys, monkeypatch)
+    assert "--out notes/keep.txt: is a file" in line
+    assert mine.read_text() == "mine"
 
 
 def test_one_pair_is_one_error_line(
