@@ -32,7 +32,7 @@ from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
 from perfgate.ingest.common import strip_shape_quotes
 from perfgate.ingest.progress import read_whole
-from perfgate.intervals import FloatArray, clip, merge
+from perfgate.intervals import FloatArray
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     MAX_TIME_US,
@@ -507,7 +507,7 @@ _MAX_NS = MAX_TIME_US * NS_PER_US
 def _finite_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The rows whose every cell is a number within the int64-ns clock (others are noise in an
     auxiliary table: RANK_DEVICE_MAP, OVERLAP_ANALYSIS)."""
-    numbers = table.map(_number_or_none).apply(pd.to_numeric, errors="coerce")
+    numbers = pd.DataFrame({c: _numbers(table[c]) for c in table.columns}, index=table.index)
     keep = (numbers.abs() <= _MAX_NS).all(axis=1)
     return numbers.loc[keep]
 
@@ -960,7 +960,9 @@ def _overlap_breakdown(
 
     Preparing = first Computing/Communication start − step start (torch_npu's definition);
     Computing, Communication, Communication(Not Overlapped) and Free are summed from there to
-    the step end — what torch_npu writes to analysis.db for the same intervals.
+    the step end — what torch_npu writes to analysis.db for the same intervals. Rows of one
+    type are disjoint in Insight's table, so their clipped sum is their union; the sum is what
+    is taken (of any rows), in integer ns, for every step at once.
     """
     schema.require(
         "OVERLAP_ANALYSIS", ("deviceId", "startNs", "endNs", "type"), "Insight's overlap table"
@@ -970,59 +972,118 @@ def _overlap_breakdown(
     table = _finite_rows(table)
     if not table["type"].isin([0, 1, 2, 3]).all():
         return None
-    rank = table["deviceId"].map(lambda d: rank_of.get(int(d), int(d))).to_numpy()
+    rank = _ranks(table["deviceId"].to_numpy(), rank_of)
     kind = table["type"].to_numpy()
     start_ns = table["startNs"].to_numpy(dtype=np.int64)
     end_ns = table["endNs"].to_numpy(dtype=np.int64)
-    rows: list[dict[str, Any]] = []
-    for step_rank, step, lo_ns, hi_ns in _windows(steps):
-        mine = rank == step_rank
-        # Relative to the step start: epoch ns do not fit a float64 exactly.
-        starts, ends = _relative(start_ns[mine], lo_ns), _relative(end_ns[mine], lo_ns)
-        hi = float(hi_ns - lo_ns)
-        busy = np.isin(kind[mine], [_COMPUTING, _COMMUNICATION])
-        busy_starts, _ = clip(starts[busy], ends[busy], 0.0, hi)
-        first = float(busy_starts.min()) if busy_starts.size else hi
-
-        kinds = kind[mine]
-        rows.append(
-            {
-                "rank": step_rank,
-                "step": step,
-                "computing_us": _covered_us(kinds, starts, ends, _COMPUTING, first, hi),
-                "communication_us": _covered_us(kinds, starts, ends, _COMMUNICATION, first, hi),
-                "comm_not_overlapped_us": _covered_us(
-                    kinds, starts, ends, _COMM_NOT_OVERLAPPED, first, hi
-                ),
-                "preparing_us": first / NS_PER_US if busy_starts.size else 0.0,
-                "free_us": _covered_us(kinds, starts, ends, _FREE, first, hi),
-            }
+    step_rank, lo, hi = (steps[c].to_numpy(dtype=np.int64) for c in ("rank", "start_ns", "end_ns"))
+    codes = (_COMPUTING, _COMMUNICATION, _COMM_NOT_OVERLAPPED, _FREE)
+    covered = {code: np.zeros(len(steps), dtype=np.int64) for code in codes}
+    first = hi - lo  # no Computing/Communication in the window: nothing is counted
+    found = np.zeros(len(steps), dtype=bool)
+    for r in np.unique(step_rank):
+        windows = step_rank == r
+        mine = rank == r
+        busy = mine & np.isin(kind, [_COMPUTING, _COMMUNICATION])
+        found[windows], first[windows] = _first_inside(
+            start_ns[busy], end_ns[busy], lo[windows], hi[windows]
         )
-    return pd.DataFrame(rows)
+        counted_from = lo[windows] + first[windows]
+        for code in codes:
+            of_type = mine & (kind == code)
+            covered[code][windows] = _overlap_sums(
+                start_ns[of_type], end_ns[of_type], counted_from, hi[windows]
+            )
+    return pd.DataFrame(
+        {
+            "rank": step_rank,
+            "step": steps["step"].to_numpy(dtype=np.int64),
+            "computing_us": covered[_COMPUTING] / NS_PER_US,
+            "communication_us": covered[_COMMUNICATION] / NS_PER_US,
+            "comm_not_overlapped_us": covered[_COMM_NOT_OVERLAPPED] / NS_PER_US,
+            "preparing_us": np.where(found, first / NS_PER_US, 0.0),
+            "free_us": covered[_FREE] / NS_PER_US,
+        }
+    )
 
 
-def _covered_us(
-    kinds: npt.NDArray[Any], starts: FloatArray, ends: FloatArray, code: int, lo: float, hi: float
-) -> float:
-    """µs covered by the OVERLAP_ANALYSIS rows of one type inside ``[lo, hi)``.
+# Interval-window pairs made at once by _overlap_sums (memory: a few int64 arrays of this size).
+_PAIRS_PER_CHUNK = 1 << 22
 
-    Rows of one type are disjoint, so their clipped sum is their union.
+
+def _overlap_sums(starts: IntArray, ends: IntArray, lo: IntArray, hi: IntArray) -> IntArray:
+    """For each window ``[lo[i], hi[i])``: the summed lengths of the intervals ``[start, end)``
+    inside it, ``Σ max(0, min(end, hi) − max(start, lo))``, in exact integer ns.
+
+    The windows are sorted once and each interval is paired, by binary search, with the run of
+    windows it may reach: the cost is the intervals plus the pairs (about one per interval
+    where the windows are disjoint), not intervals × windows.
     """
-    of_type = kinds == code
-    clipped_starts, clipped_ends = clip(starts[of_type], ends[of_type], lo, hi)
-    return float(np.sum(clipped_ends - clipped_starts)) / NS_PER_US
+    sums = np.zeros(len(lo), dtype=np.int64)
+    valid = ends > starts
+    s, e = starts[valid], ends[valid]
+    if not s.size or not len(lo):
+        return sums
+    order = np.argsort(lo, kind="stable")
+    window_lo, window_hi = lo[order], hi[order]
+    # Windows before `first` end at or before the interval starts (their running maximum end
+    # does); windows from `stop` on start at or after it ends.
+    first = np.searchsorted(np.maximum.accumulate(window_hi), s, side="right")
+    stop = np.searchsorted(window_lo, e, side="left")
+    count = np.maximum(stop - first, 0)
+    total = np.cumsum(count)
+    begin = 0
+    while begin < len(s):
+        done = int(total[begin - 1]) if begin else 0
+        end = max(int(np.searchsorted(total, done + _PAIRS_PER_CHUNK, side="right")), begin + 1)
+        n = count[begin:end]
+        row = np.repeat(np.arange(begin, end), n)
+        # The window of each pair: the interval's first window plus the pair's place in its run.
+        window = first[row] + np.arange(row.size) - np.repeat(np.cumsum(n) - n, n)
+        part = np.minimum(e[row], window_hi[window]) - np.maximum(s[row], window_lo[window])
+        np.add.at(sums, window, np.maximum(part, 0))
+        begin = end
+    out = np.empty_like(sums)
+    out[order] = sums
+    return out
 
 
-def _windows(steps: pd.DataFrame) -> Iterator[tuple[int, int, int, int]]:
-    """``(rank, step, start_ns, end_ns)`` of each row of the internal steps table."""
-    columns = [steps[c].to_numpy(dtype=np.int64) for c in ("rank", "step", "start_ns", "end_ns")]
-    for rank, step, lo, hi in zip(*columns):
-        yield int(rank), int(step), int(lo), int(hi)
+def _first_inside(
+    starts: IntArray, ends: IntArray, lo: IntArray, hi: IntArray
+) -> tuple[npt.NDArray[np.bool_], IntArray]:
+    """For each window ``[lo, hi)``: whether an interval overlaps it (by more than nothing), and
+    the earliest such interval's start clipped to the window, in ns since ``lo`` (``hi − lo``
+    where none does)."""
+    valid = ends > starts
+    order = np.argsort(starts[valid], kind="stable")
+    s, e = starts[valid][order], ends[valid][order]
+    if not s.size:
+        return np.zeros(len(lo), dtype=bool), hi - lo
+    # Intervals starting at or before lo: one overlaps the window if it ends after lo.
+    before = np.searchsorted(s, lo, side="right")
+    reach = np.maximum.accumulate(e)[np.maximum(before - 1, 0)]
+    straddles = (before > 0) & (reach > lo) & (hi > lo)
+    # Else the first interval starting after lo, if it starts before hi.
+    after = s[np.minimum(before, s.size - 1)]
+    inside = (before < s.size) & (after < hi)
+    found = straddles | inside
+    first = np.where(straddles, 0, np.where(inside, after - lo, hi - lo))
+    return found, first
 
 
-def _relative(ns: IntArray, origin_ns: int) -> FloatArray:
-    """Nanoseconds since ``origin_ns`` as float64 (exact below 2**53 ns, about 104 days)."""
-    return (ns - np.int64(origin_ns)).astype(np.float64)
+def _merged(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+    """The union of the intervals ``[start, end)`` as disjoint sorted intervals (integer ns)."""
+    valid = ends > starts
+    order = np.argsort(starts[valid], kind="stable")
+    s, e = starts[valid][order], ends[valid][order]
+    if not s.size:
+        return s, e
+    running_end = np.maximum.accumulate(e)
+    new_block = np.empty(s.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > running_end[:-1]
+    last = np.append(np.flatnonzero(new_block)[1:] - 1, s.size - 1)
+    return s[new_block], running_end[last]
 
 
 def _ranks(device: npt.NDArray[Any], rank_of: dict[int, int]) -> IntArray:
@@ -1037,15 +1098,14 @@ def _union_per_step(
 ) -> pd.Series:
     """µs covered by the union of the intervals ``[start, end)`` inside each step's window."""
     rank = _ranks(device, rank_of)
-    covered = []
-    for step_rank, _, lo_ns, hi_ns in _windows(steps):
-        mine = rank == step_rank
-        s, e = clip(
-            _relative(start[mine], lo_ns), _relative(end[mine], lo_ns), 0.0, float(hi_ns - lo_ns)
-        )
-        merged_starts, merged_ends = merge(s, e)
-        covered.append(float(np.sum(merged_ends - merged_starts)) / NS_PER_US)
-    return pd.Series(covered, index=steps.index, dtype="float64")
+    step_rank, lo, hi = (steps[c].to_numpy(dtype=np.int64) for c in ("rank", "start_ns", "end_ns"))
+    covered = np.zeros(len(steps), dtype=np.int64)
+    for r in np.unique(step_rank):
+        windows = step_rank == r
+        mine = rank == r
+        union_starts, union_ends = _merged(start[mine], end[mine])
+        covered[windows] = _overlap_sums(union_starts, union_ends, lo[windows], hi[windows])
+    return pd.Series(covered / NS_PER_US, index=steps.index, dtype="float64")
 
 
 def _public_steps(steps: pd.DataFrame) -> pd.DataFrame:
