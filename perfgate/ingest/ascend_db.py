@@ -32,7 +32,6 @@ from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
 from perfgate.ingest.common import strip_shape_quotes
 from perfgate.ingest.progress import read_whole
-from perfgate.intervals import FloatArray
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     MAX_TIME_US,
@@ -44,6 +43,7 @@ from perfgate.model import (
     SourceFile,
     TimeBase,
     empty_steps,
+    unknown_ints,
     with_source,
 )
 
@@ -336,15 +336,14 @@ def _read_task_rows(
 ) -> tuple[pd.DataFrame, _Strings | None]:
     """Every TASK row with its strings joined (one query; the joins are on primary keys).
 
-    With :class:`_Strings` (the usual case) the string columns hold the joined STRING_IDS
-    rowids, to be resolved with it; without, the strings themselves.
+    With :class:`_Strings` (the usual case) the string columns hold codes of the joined
+    STRING_IDS rowids (0: no string), to be resolved with it, and these codes and the two
+    flags come packed into a few integer columns (each cell SQLite yields is a Python object:
+    fewer cells, less time); without, the strings themselves.
     """
     schema.require("TASK", _TASK_COLUMNS, "the device task table of an msprof / torch_npu db")
     schema.require("STRING_IDS", ("id", "value"), "the string table that TASK names point into")
     strings = _Strings.read(conn, schema)
-    # The join stays SQLite's (which rows match); only what it yields changes: the rowid of the
-    # matched string, an integer, instead of its text for every row.
-    value = "rowid" if strings is not None else "value"
 
     def task_col(column: str) -> str:
         return f"t.{column}" if schema.has("TASK", column) else "NULL"
@@ -355,21 +354,24 @@ def _read_task_rows(
         "t.endNs AS end_ns",
         "t.deviceId AS device_id",
         "t.taskType AS task_type_id",
-        f"tt.{value} AS task_type",
         f"{task_col('streamId')} AS stream_id",
         f"{task_col('taskId')} AS task_id",
         f"{task_col('connectionId')} AS connection_id",
     ]
+    # (column, the STRING_IDS alias joined for it or None: no such string) and
+    # (column, an SQL truth value).
+    texts: list[tuple[str, str | None]] = [("task_type", "tt")]
+    flags: list[tuple[str, str]] = []
     joins = ["LEFT JOIN STRING_IDS tt ON tt.id = t.taskType"]
     if schema.has("COMPUTE_TASK_INFO"):
         schema.require("COMPUTE_TASK_INFO", _COMPUTE_COLUMNS, "operator info of kernel tasks")
-        shapes = f"cs.{value}" if schema.has("COMPUTE_TASK_INFO", "inputShapes") else "NULL"
-        select += [
-            "c.globalTaskId IS NOT NULL AS has_compute_info",
-            f"cn.{value} AS compute_name",
-            f"cc.{value} AS compute_core",
-            f"co.{value} AS compute_op_type",
-            f"{shapes} AS input_shapes",
+        has_shapes = schema.has("COMPUTE_TASK_INFO", "inputShapes")
+        flags.append(("has_compute_info", "c.globalTaskId IS NOT NULL"))
+        texts += [
+            ("compute_name", "cn"),
+            ("compute_core", "cc"),
+            ("compute_op_type", "co"),
+            ("input_shapes", "cs" if has_shapes else None),
         ]
         joins += [
             "LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId",
@@ -377,23 +379,17 @@ def _read_task_rows(
             "LEFT JOIN STRING_IDS cc ON cc.id = c.taskType",
             "LEFT JOIN STRING_IDS co ON co.id = c.opType",
         ]
-        if shapes != "NULL":
+        if has_shapes:
             joins.append("LEFT JOIN STRING_IDS cs ON cs.id = c.inputShapes")
     else:
-        select += [
-            "0 AS has_compute_info",
-            "NULL AS compute_name",
-            "NULL AS compute_core",
-            "NULL AS compute_op_type",
-            "NULL AS input_shapes",
-        ]
+        flags.append(("has_compute_info", "0"))
+        texts += [(c, None) for c in ("compute_name", "compute_core", "compute_op_type")]
+        texts.append(("input_shapes", None))
     if schema.has("COMMUNICATION_TASK_INFO"):
         schema.require("COMMUNICATION_TASK_INFO", _COMM_TASK_COLUMNS, "HCCL task info")
-        select += [
-            "m.globalTaskId IS NOT NULL AS is_comm_task",
-            f"mn.{value} AS comm_name",
-            f"mt.{value} AS comm_task_type",
-        ]
+    if schema.has("COMMUNICATION_TASK_INFO") and not _surely_empty(conn, "COMMUNICATION_TASK_INFO"):
+        flags.append(("is_comm_task", "m.globalTaskId IS NOT NULL"))
+        texts += [("comm_name", "mn"), ("comm_task_type", "mt")]
         # Not a primary key in every version: one row per task before joining.
         joins += [
             "LEFT JOIN (SELECT globalTaskId, MIN(name) AS name, MIN(taskType) AS taskType "
@@ -402,35 +398,87 @@ def _read_task_rows(
             "LEFT JOIN STRING_IDS mn ON mn.id = m.name",
             "LEFT JOIN STRING_IDS mt ON mt.id = m.taskType",
         ]
-    else:
-        select += ["0 AS is_comm_task", "NULL AS comm_name", "NULL AS comm_task_type"]
+    else:  # no HCCL task info: what the join of an empty table gives
+        flags.append(("is_comm_task", "0"))
+        texts += [("comm_name", None), ("comm_task_type", None)]
+    if strings is None:
+        select += [f"{alias}.value AS {c}" if alias else f"NULL AS {c}" for c, alias in texts]
+        select += [f"{sql} AS {c}" for c, sql in flags]
+        sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
+        return _query(conn, schema.db, sql, "TASK"), strings
+    # The joins stay SQLite's (which rows match); only what they yield changes: the code of
+    # the matched string's rowid, packed with the others into int64 cells.
+    fields = [
+        (c, f"COALESCE({alias}.rowid - {strings.offset}, 0)" if alias else "0", strings.radix)
+        for c, alias in texts
+    ] + [(c, f"({sql})", 2) for c, sql in flags]
+    packs = _packs(fields)
+    select += [
+        " + ".join(f"{sql} * {scale}" for _, sql, _, scale in pack) + f" AS packed_{i}"
+        for i, pack in enumerate(packs)
+    ]
     sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
-    return _query(conn, schema.db, sql, "TASK"), strings
+    table = _query(conn, schema.db, sql, "TASK")
+    unpacked = {}
+    for i, pack in enumerate(packs):
+        packed = table.pop(f"packed_{i}").to_numpy(dtype=np.int64)
+        for column, _, radix, scale in pack:
+            unpacked[column] = packed // scale % radix
+    return table.assign(**unpacked), strings
 
 
-# Rowids beyond this do not survive pandas' float64 column of ids with NULLs.
+def _packs(fields: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int, int]]]:
+    """``(column, sql, radix)`` fields (values from 0 to radix − 1) gathered into int64 cells,
+    as ``(column, sql, radix, scale)``: a cell is the sum of value × scale, the scales products
+    of the radices before, all below 2**63 (no partial sum overflows SQLite's integers)."""
+    packs: list[list[tuple[str, str, int, int]]] = []
+    scale = 2**63
+    for column, sql, radix in fields:
+        if scale * radix > 2**63 - 1:
+            packs.append([])
+            scale = 1
+        packs[-1].append((column, sql, radix, scale))
+        scale *= radix
+    return packs
+
+
+def _surely_empty(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` has no row (False where it cannot be read: the query that joins it
+    then fails, or not, as it always did)."""
+    try:
+        return conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is None
+    except sqlite3.Error:
+        return False
+
+
+# Rowids beyond this are not packed (nor read as such: pandas' float64 of ids, once).
 _EXACT_FLOAT_INT = 2**53
 
 
 class _Strings:
-    """STRING_IDS by rowid, for string columns read as the rowids of the joined strings.
+    """STRING_IDS by rowid, for string columns read as codes of the joined strings' rowids
+    (``rowid − offset``; 0 where no string was joined).
 
     A column is resolved once per distinct string rather than once per row: the per-value
     functions (:func:`_text`, :func:`strip_shape_quotes`) give what they give on the joined
     text, which is the same value.
     """
 
-    def __init__(self, rowids: FloatArray, values: npt.NDArray[np.object_]) -> None:
-        self._index = pd.Index(rowids, dtype="float64")
-        # The last entry stands for "no string" (no match, position -1).
-        self._values = np.concatenate([values, np.array([None], dtype=object)])
+    def __init__(self, rowids: IntArray, values: npt.NDArray[np.object_]) -> None:
+        order = np.argsort(rowids, kind="stable")
+        self.offset = int(rowids.min()) - 1 if rowids.size else 0
+        # Codes run from 1 to radix − 1.
+        self.radix = int(rowids.max()) - self.offset + 1 if rowids.size else 1
+        self._codes = rowids[order] - self.offset
+        # The last entry stands for "no string" (no match, code 0).
+        self._values = np.concatenate([values[order], np.array([None], dtype=object)])
         self._missing = pd.isna(self._values)
 
     @classmethod
     def read(cls, conn: sqlite3.Connection, schema: _Schema) -> _Strings | None:
         """The table, or None where the joins must yield the text itself: no usable rowid,
-        rowids a float64 does not hold, or a table that cannot be read whole (the join may
-        still read the rows it needs, and fail, or not, as it always did)."""
+        rowids beyond 2**53, or a table that cannot be read whole (the join may still read
+        the rows it needs, and fail, or not, as it always did)."""
         if not schema.has_rowid("STRING_IDS"):
             return None
         try:
@@ -440,21 +488,32 @@ class _Strings:
         sid = table["sid"]
         if sid.dtype.kind != "i" or (len(sid) and int(sid.abs().max()) > _EXACT_FLOAT_INT):
             return None
-        return cls(sid.to_numpy(dtype=np.float64), table["value"].to_numpy(dtype=object))
+        return cls(sid.to_numpy(dtype=np.int64), table["value"].to_numpy(dtype=object))
 
-    def _positions(self, rowids: pd.Series) -> IntArray:
-        keys = pd.to_numeric(rowids, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        return np.asarray(self._index.get_indexer(pd.Index(keys)), dtype=np.int64)
+    def _positions(self, codes: pd.Series) -> IntArray:
+        keys = codes.to_numpy(dtype=np.int64)
+        at = np.searchsorted(self._codes, keys)
+        found = at < self._codes.size
+        found[found] = self._codes[at[found]] == keys[found]
+        return np.where(found, at, -1)
 
-    def isna(self, rowids: pd.Series) -> npt.NDArray[np.bool_]:
+    def isna(self, codes: pd.Series) -> npt.NDArray[np.bool_]:
         """Where the joined value is NULL (or there is none)."""
-        return np.asarray(self._missing[self._positions(rowids)], dtype=bool)
+        return np.asarray(self._missing[self._positions(codes)], dtype=bool)
 
-    def resolve(self, rowids: pd.Series, transform: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    def resolve(self, codes: pd.Series, transform: Callable[[pd.Series], pd.Series]) -> pd.Series:
         """``transform`` of the joined values, computed once per distinct string."""
-        used, inverse = np.unique(self._positions(rowids), return_inverse=True)
+        keys = codes.to_numpy(dtype=np.int64)
+        if self.radix <= 4 * keys.size + 2**20:  # codes run below radix: no sort needed
+            present = np.zeros(self.radix, dtype=bool)
+            present[keys] = True
+            distinct = np.flatnonzero(present)
+            inverse = (np.cumsum(present) - 1)[keys]
+        else:
+            distinct, inverse = np.unique(keys, return_inverse=True)
+        used = self._positions(pd.Series(distinct))
         done = transform(pd.Series(self._values[used], dtype=object)).to_numpy(dtype=object)
-        return pd.Series(done[inverse], index=rowids.index, dtype=object)
+        return pd.Series(done[inverse.reshape(-1)], index=codes.index, dtype=object)
 
 
 def _read_comm_ops(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
@@ -629,8 +688,10 @@ def _build_tasks(
     keyed = raw[key].notna().all(axis=1)
     parent = pd.Series(False, index=raw.index)
     if keyed.any() and has_info.any():
-        info_keys = pd.MultiIndex.from_frame(raw.loc[has_info & keyed, key])
-        parent = ~has_info & keyed & pd.MultiIndex.from_frame(raw[key]).isin(info_keys)
+        # The keys as one integer each (equal keys, equal integers: the columns' codes).
+        codes = _key_codes(raw, key)
+        info_keys = codes[(has_info & keyed).to_numpy()]
+        parent = ~has_info & keyed & np.isin(codes, info_keys)
 
     # A TASK row written twice (same device, stream, task id and times) is one task.
     same_task = ["device_id", "stream_id", "task_id", "start_ns", "end_ns"]
@@ -690,7 +751,7 @@ def _build_tasks(
     out = pd.DataFrame(
         {
             "rank": _ranks(tasks["device"].to_numpy(dtype=np.int64), rank_of),
-            "step": pd.array([pd.NA] * len(tasks), dtype="Int64"),
+            "step": unknown_ints(len(tasks)),
             "name": tasks["name"].astype(object),
             "op_type": tasks["op_type"].astype(object),
             "core": tasks["core"].astype(object),
@@ -728,6 +789,17 @@ def _build_tasks(
         ),
     )
     return out, busy, notes
+
+
+def _key_codes(table: pd.DataFrame, columns: list[str]) -> IntArray:
+    """One int64 per row, equal where the rows' values in ``columns`` are equal (each column
+    factorized, the codes combined and factorized again so that they stay small)."""
+    combined = np.zeros(len(table), dtype=np.int64)
+    for column in columns:
+        codes, distinct = pd.factorize(table[column])
+        combined = combined * (len(distinct) + 1) + (codes + 1)
+        combined = pd.factorize(combined)[0].astype(np.int64)
+    return combined
 
 
 def _comm_op_tasks(
