@@ -226,8 +226,12 @@ def write_overlap_db(path: Path, rows: pd.DataFrame, extra: list[tuple[Any, ...]
     conn.close()
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_many_synthetic_steps_give_what_the_loops_gave(seed: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_many_synthetic_steps_give_what_the_loops_gave(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read a few rows at a time where every cell is an integer (seeds 2, 3).
+    monkeypatch.setattr(ascend_db, "_OVERLAP_CHUNK_ROWS", 997)
     rng = np.random.default_rng(seed)
     n_steps, step_ns = 600, 50_000_000
     rows = overlap_rows(rng, n_steps, step_ns)
@@ -240,6 +244,8 @@ def test_many_synthetic_steps_give_what_the_loops_gave(seed: int, tmp_path: Path
         (0, None, t0 + 50, 0),
         (1, float(t0 + 7_000), float(t0 + 9_000), 1.0),
     ]
+    if seed >= 2:  # integers only, one beyond the clock (dropped)
+        extra = [(0, -(2**62) - 1, t0 + 50, 0), (1, t0 + 11_000, t0 + 12_000, 2)]
     write_overlap_db(db, rows, extra)
     rank_of = {1: 5} if seed % 2 else {}
     ranks = sorted({ascend_db._ranks(np.array([d]), rank_of)[0].item() for d in (0, 1, 2)})

@@ -201,12 +201,21 @@ def read(path: Path) -> Profile:
         tasks, busy, task_notes = _build_tasks(db, raw, strings, comm_ops, rank_of, clock)
         notes += task_notes
         ranks = sorted(int(r) for r in pd.unique(tasks["rank"]))
+        # The devices now, so that the TASK rows are let go before the steps are read; a
+        # device id that is no clock value is still refused where it always was (below).
+        refused: ProfileError | None = None
+        try:
+            devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
+        except ProfileError as e:
+            refused = e
+        del raw
         steps, step_notes = _read_steps(conn, schema, ranks, clock)
         notes += step_notes
         if not steps.empty:
             steps, breakdown_notes = _add_breakdown(conn, schema, located, steps, busy, rank_of)
             notes += breakdown_notes
-        devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
+        if refused is not None:
+            raise refused
         metadata, info_notes = _metadata(conn, schema, located, devices, ranks)
         notes += info_notes
     return assemble(
@@ -1039,9 +1048,7 @@ def _overlap_breakdown(
     schema.require(
         "OVERLAP_ANALYSIS", ("deviceId", "startNs", "endNs", "type"), "Insight's overlap table"
     )
-    sql = "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS"
-    table = _query(conn, schema.db, sql, "OVERLAP_ANALYSIS")
-    table = _finite_rows(table)
+    table = _overlap_rows(conn, schema.db)
     if not table["type"].isin([0, 1, 2, 3]).all():
         return None
     rank = _ranks(table["deviceId"].to_numpy(), rank_of)
@@ -1077,6 +1084,29 @@ def _overlap_breakdown(
             "free_us": covered[_FREE] / NS_PER_US,
         }
     )
+
+
+# OVERLAP_ANALYSIS rows fetched at once (a row of Python objects takes some 200 bytes).
+_OVERLAP_CHUNK_ROWS = 100_000
+
+
+def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
+    """``deviceId, startNs, endNs, type`` of the OVERLAP_ANALYSIS rows that are numbers within
+    the clock (:func:`_finite_rows`): read a chunk at a time while every cell is an integer
+    (the rows kept are then those of the whole table), else the table whole as it is."""
+    sql = "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS"
+    chunks: list[pd.DataFrame] = []
+    try:
+        for chunk in pd.read_sql_query(sql, conn, chunksize=_OVERLAP_CHUNK_ROWS):
+            if any(dtype != np.int64 for dtype in chunk.dtypes):
+                break
+            chunks.append(_finite_rows(chunk))
+        else:
+            if chunks:
+                return pd.concat(chunks, ignore_index=True)
+    except (sqlite3.Error, pd.errors.DatabaseError):
+        pass  # the whole-table query says why
+    return _finite_rows(_query(conn, db, sql, "OVERLAP_ANALYSIS"))
 
 
 # Interval-window pairs made at once by _overlap_sums (memory: a few int64 arrays of this size).
