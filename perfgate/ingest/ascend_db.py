@@ -1092,19 +1092,21 @@ _OVERLAP_CHUNK_ROWS = 100_000
 
 def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
     """``deviceId, startNs, endNs, type`` of the OVERLAP_ANALYSIS rows that are numbers within
-    the clock (:func:`_finite_rows`): read a chunk at a time while every cell is an integer
-    (the rows kept are then those of the whole table), else the table whole as it is."""
-    sql = "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS"
-    chunks: list[pd.DataFrame] = []
+    the clock (:func:`_finite_rows`). Where every cell is an integer (SQLite says, in one scan)
+    the rows are fetched a chunk at a time straight into int64 arrays: the table pandas would
+    build, without its object columns; else the table is read whole as it is."""
+    columns = ("deviceId", "startNs", "endNs", "type")
+    sql = f"SELECT {', '.join(columns)} FROM OVERLAP_ANALYSIS"
+    other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
     try:
-        for chunk in pd.read_sql_query(sql, conn, chunksize=_OVERLAP_CHUNK_ROWS):
-            if any(dtype != np.int64 for dtype in chunk.dtypes):
-                break
-            chunks.append(_finite_rows(chunk))
-        else:
+        if conn.execute(f"SELECT 1 FROM OVERLAP_ANALYSIS WHERE {other} LIMIT 1").fetchone() is None:
+            cursor = conn.execute(sql)
+            chunks = []
+            while rows := cursor.fetchmany(_OVERLAP_CHUNK_ROWS):
+                chunks.append(np.array(rows, dtype=np.int64))
             if chunks:
-                return pd.concat(chunks, ignore_index=True)
-    except (sqlite3.Error, pd.errors.DatabaseError):
+                return _finite_rows(pd.DataFrame(np.concatenate(chunks), columns=list(columns)))
+    except sqlite3.Error:
         pass  # the whole-table query says why
     return _finite_rows(_query(conn, db, sql, "OVERLAP_ANALYSIS"))
 
