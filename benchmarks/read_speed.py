@@ -16,6 +16,10 @@ subprocess (wall time of the work itself, imports excluded; peak RSS of the whol
 * ``msprof_db`` — an msprof ``msprof_0.db`` (the schema of the real
   ``tests/data/ascend_db/msprof_full_db/msprof_0.db``, scaled up; steps from MSTX ranges).
   Bare: ``pandas.read_sql_query("SELECT * FROM TASK")``.
+* ``msprof_db_steps`` — the same tables as torch_npu's ``ascend_pytorch_profiler_0.db`` (in a
+  ``*_ascend_pt`` directory, without analysis.db) with ``STEP_TIME``, ``RANK_DEVICE_MAP`` and
+  Insight's ``OVERLAP_ANALYSIS`` (Computing, Communication, Free per kernel): the step
+  breakdown is read and checked against the tasks step by step. Bare: as ``msprof_db``.
 * ``kineto`` — a torch.profiler (Kineto) trace of about 1 GB (CUDA: cpu_op, cuda_runtime,
   kernel, gpu_memcpy, ac2g flows). Bare: ``json.load``.
 
@@ -66,7 +70,7 @@ OP_SUMMARY_FIXTURE = next(
     )
 )
 
-CASES = ("torch_npu", "msprof", "msprof_db", "kineto")
+CASES = ("torch_npu", "msprof", "msprof_db", "msprof_db_steps", "kineto")
 FULL_STEPS = 20_000
 KERNELS_PER_STEP = 25  # 500k kernel rows: kernel_details.csv ~170 MB, as in issue 10
 KINETO_FULL_BYTES = 1_000_000_000
@@ -426,14 +430,46 @@ CREATE TABLE "MSTX_EVENTS" ("startNs" INTEGER, "endNs" INTEGER, "eventType" INTE
     "endGlobalTid" INTEGER, "domainId" INTEGER, "connectionId" INTEGER, "depth" integer);
 CREATE INDEX TASK_INDEX on TASK(globalTaskId, startNs);
 """
+# What a torch_npu export_type=db adds (tests/data/ascend_db/pytorch_db_level1_rank0_ascend_pt).
+_DB_STEP_SCHEMA = """
+CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER);
+CREATE TABLE RANK_DEVICE_MAP (rankId INTEGER, deviceId INTEGER);
+CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer,
+    startNs integer, endNs integer, type integer);
+"""
 
 
-def generate_msprof_db(out: Path, steps: int) -> dict[str, Path]:
-    prof = out / "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
-    prof.mkdir(parents=True)
-    db = prof / "msprof_0.db"
+def _overlap_rows(step: Step) -> list[tuple[int, int, int, int]]:
+    """Insight's OVERLAP_ANALYSIS rows of one step (device 0): Computing (0) and Communication
+    (1, and 2: not overlapped, the kernels run one after another) per kernel, Free (3) between
+    them."""
+    rows: list[tuple[int, int, int, int]] = []
+    previous_end = 0
+    for k in step.kernels:
+        end = k.start_ns + k.dur_ns
+        if previous_end and k.start_ns > previous_end:
+            rows.append((0, previous_end, k.start_ns, 3))
+        if k.core == "HCCL":
+            rows += [(0, k.start_ns, end, 1), (0, k.start_ns, end, 2)]
+        else:
+            rows.append((0, k.start_ns, end, 0))
+        previous_end = end
+    return rows
+
+
+def generate_msprof_db(out: Path, steps: int, *, torch_steps: bool = False) -> dict[str, Path]:
+    """msprof's ``msprof_0.db``; with ``torch_steps`` torch_npu's ``ascend_pytorch_profiler_0.db``
+    (no analysis.db): the same tables and STEP_TIME, RANK_DEVICE_MAP, OVERLAP_ANALYSIS."""
+    if torch_steps:
+        prof = out / "localhost_1234_20260605161708478_ascend_pt"
+        (prof / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        db = prof / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    else:
+        prof = out / "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
+        prof.mkdir(parents=True)
+        db = prof / "msprof_0.db"
     conn = sqlite3.connect(db)
-    conn.executescript(_DB_SCHEMA)
+    conn.executescript(_DB_SCHEMA + (_DB_STEP_SCHEMA if torch_steps else ""))
     kd_header, _ = _kernel_templates()
     kd = {name: i for i, name in enumerate(kd_header)}
     strings: dict[str, int] = {}
@@ -453,6 +489,8 @@ def generate_msprof_db(out: Path, steps: int) -> dict[str, Path]:
     compute: list[tuple[int, ...]] = []
     comm: list[tuple[int, ...]] = []
     mstx: list[tuple[int, ...]] = []
+    step_time: list[tuple[int, int, int]] = []
+    overlap: list[tuple[int, int, int, int]] = []
     gid = 0
     first = last = 0
     for step in workload(steps, KERNELS_PER_STEP):
@@ -462,6 +500,9 @@ def generate_msprof_db(out: Path, steps: int) -> dict[str, Path]:
             (step.start_ns, step.end_ns, 2, step.number, 4294967295, sid(f"step {step.number}"),
              4398785246508220, 4398785246508220, 38, 4000533278 + step.number, 0)
         )  # fmt: skip
+        if torch_steps:
+            step_time.append((step.number, step.start_ns, step.end_ns))
+            overlap += _overlap_rows(step)
         for kind, start, dur in (
             ("EVENT_RECORD", step.copy_start_ns - 3000, 20),
             ("MEMCPY_ASYNC", step.copy_start_ns, step.copy_dur_ns),
@@ -496,6 +537,13 @@ def generate_msprof_db(out: Path, steps: int) -> dict[str, Path]:
     conn.executemany("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?)", comm)
     conn.executemany("INSERT INTO MSTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", mstx)
     conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", [(i, s) for s, i in strings.items()])
+    if torch_steps:
+        conn.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", step_time)
+        conn.execute("INSERT INTO RANK_DEVICE_MAP VALUES (0, 0)")
+        conn.executemany(
+            "INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (?, ?, ?, ?)",
+            overlap,
+        )
     conn.execute(
         "INSERT INTO SESSION_TIME_INFO VALUES (?, ?, ?)", (first, last, 1577808000000000000)
     )
@@ -775,6 +823,12 @@ def cases(scale: float) -> dict[str, Case]:
         "msprof_db": Case(
             "msprof_db",
             lambda out: generate_msprof_db(out, steps),
+            lambda f: [{"label": "SELECT * FROM TASK", "kind": "select", "paths": [str(f["db"])]}],
+            "SELECT * FROM TASK",
+        ),
+        "msprof_db_steps": Case(
+            "msprof_db_steps",
+            lambda out: generate_msprof_db(out, steps, torch_steps=True),
             lambda f: [{"label": "SELECT * FROM TASK", "kind": "select", "paths": [str(f["db"])]}],
             "SELECT * FROM TASK",
         ),

@@ -32,7 +32,6 @@ from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
 from perfgate.ingest.common import strip_shape_quotes
 from perfgate.ingest.progress import read_whole
-from perfgate.intervals import FloatArray, clip, merge
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
     MAX_TIME_US,
@@ -44,6 +43,7 @@ from perfgate.model import (
     SourceFile,
     TimeBase,
     empty_steps,
+    unknown_ints,
     with_source,
 )
 
@@ -201,12 +201,21 @@ def read(path: Path) -> Profile:
         tasks, busy, task_notes = _build_tasks(db, raw, strings, comm_ops, rank_of, clock)
         notes += task_notes
         ranks = sorted(int(r) for r in pd.unique(tasks["rank"]))
+        # The devices now, so that the TASK rows are let go before the steps are read; a
+        # device id that is no clock value is still refused where it always was (below).
+        refused: ProfileError | None = None
+        try:
+            devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
+        except ProfileError as e:
+            refused = e
+        del raw
         steps, step_notes = _read_steps(conn, schema, ranks, clock)
         notes += step_notes
         if not steps.empty:
             steps, breakdown_notes = _add_breakdown(conn, schema, located, steps, busy, rank_of)
             notes += breakdown_notes
-        devices = sorted(int(d) for d in pd.unique(_ns(raw["device_id"], db, "TASK.deviceId")))
+        if refused is not None:
+            raise refused
         metadata, info_notes = _metadata(conn, schema, located, devices, ranks)
         notes += info_notes
     return assemble(
@@ -336,15 +345,14 @@ def _read_task_rows(
 ) -> tuple[pd.DataFrame, _Strings | None]:
     """Every TASK row with its strings joined (one query; the joins are on primary keys).
 
-    With :class:`_Strings` (the usual case) the string columns hold the joined STRING_IDS
-    rowids, to be resolved with it; without, the strings themselves.
+    With :class:`_Strings` (the usual case) the string columns hold codes of the joined
+    STRING_IDS rowids (0: no string), to be resolved with it, and these codes and the two
+    flags come packed into a few integer columns (each cell SQLite yields is a Python object:
+    fewer cells, less time); without, the strings themselves.
     """
     schema.require("TASK", _TASK_COLUMNS, "the device task table of an msprof / torch_npu db")
     schema.require("STRING_IDS", ("id", "value"), "the string table that TASK names point into")
     strings = _Strings.read(conn, schema)
-    # The join stays SQLite's (which rows match); only what it yields changes: the rowid of the
-    # matched string, an integer, instead of its text for every row.
-    value = "rowid" if strings is not None else "value"
 
     def task_col(column: str) -> str:
         return f"t.{column}" if schema.has("TASK", column) else "NULL"
@@ -355,21 +363,24 @@ def _read_task_rows(
         "t.endNs AS end_ns",
         "t.deviceId AS device_id",
         "t.taskType AS task_type_id",
-        f"tt.{value} AS task_type",
         f"{task_col('streamId')} AS stream_id",
         f"{task_col('taskId')} AS task_id",
         f"{task_col('connectionId')} AS connection_id",
     ]
+    # (column, the STRING_IDS alias joined for it or None: no such string) and
+    # (column, an SQL truth value).
+    texts: list[tuple[str, str | None]] = [("task_type", "tt")]
+    flags: list[tuple[str, str]] = []
     joins = ["LEFT JOIN STRING_IDS tt ON tt.id = t.taskType"]
     if schema.has("COMPUTE_TASK_INFO"):
         schema.require("COMPUTE_TASK_INFO", _COMPUTE_COLUMNS, "operator info of kernel tasks")
-        shapes = f"cs.{value}" if schema.has("COMPUTE_TASK_INFO", "inputShapes") else "NULL"
-        select += [
-            "c.globalTaskId IS NOT NULL AS has_compute_info",
-            f"cn.{value} AS compute_name",
-            f"cc.{value} AS compute_core",
-            f"co.{value} AS compute_op_type",
-            f"{shapes} AS input_shapes",
+        has_shapes = schema.has("COMPUTE_TASK_INFO", "inputShapes")
+        flags.append(("has_compute_info", "c.globalTaskId IS NOT NULL"))
+        texts += [
+            ("compute_name", "cn"),
+            ("compute_core", "cc"),
+            ("compute_op_type", "co"),
+            ("input_shapes", "cs" if has_shapes else None),
         ]
         joins += [
             "LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId",
@@ -377,23 +388,17 @@ def _read_task_rows(
             "LEFT JOIN STRING_IDS cc ON cc.id = c.taskType",
             "LEFT JOIN STRING_IDS co ON co.id = c.opType",
         ]
-        if shapes != "NULL":
+        if has_shapes:
             joins.append("LEFT JOIN STRING_IDS cs ON cs.id = c.inputShapes")
     else:
-        select += [
-            "0 AS has_compute_info",
-            "NULL AS compute_name",
-            "NULL AS compute_core",
-            "NULL AS compute_op_type",
-            "NULL AS input_shapes",
-        ]
+        flags.append(("has_compute_info", "0"))
+        texts += [(c, None) for c in ("compute_name", "compute_core", "compute_op_type")]
+        texts.append(("input_shapes", None))
     if schema.has("COMMUNICATION_TASK_INFO"):
         schema.require("COMMUNICATION_TASK_INFO", _COMM_TASK_COLUMNS, "HCCL task info")
-        select += [
-            "m.globalTaskId IS NOT NULL AS is_comm_task",
-            f"mn.{value} AS comm_name",
-            f"mt.{value} AS comm_task_type",
-        ]
+    if schema.has("COMMUNICATION_TASK_INFO") and not _surely_empty(conn, "COMMUNICATION_TASK_INFO"):
+        flags.append(("is_comm_task", "m.globalTaskId IS NOT NULL"))
+        texts += [("comm_name", "mn"), ("comm_task_type", "mt")]
         # Not a primary key in every version: one row per task before joining.
         joins += [
             "LEFT JOIN (SELECT globalTaskId, MIN(name) AS name, MIN(taskType) AS taskType "
@@ -402,35 +407,87 @@ def _read_task_rows(
             "LEFT JOIN STRING_IDS mn ON mn.id = m.name",
             "LEFT JOIN STRING_IDS mt ON mt.id = m.taskType",
         ]
-    else:
-        select += ["0 AS is_comm_task", "NULL AS comm_name", "NULL AS comm_task_type"]
+    else:  # no HCCL task info: what the join of an empty table gives
+        flags.append(("is_comm_task", "0"))
+        texts += [("comm_name", None), ("comm_task_type", None)]
+    if strings is None:
+        select += [f"{alias}.value AS {c}" if alias else f"NULL AS {c}" for c, alias in texts]
+        select += [f"{sql} AS {c}" for c, sql in flags]
+        sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
+        return _query(conn, schema.db, sql, "TASK"), strings
+    # The joins stay SQLite's (which rows match); only what they yield changes: the code of
+    # the matched string's rowid, packed with the others into int64 cells.
+    fields = [
+        (c, f"COALESCE({alias}.rowid - {strings.offset}, 0)" if alias else "0", strings.radix)
+        for c, alias in texts
+    ] + [(c, f"({sql})", 2) for c, sql in flags]
+    packs = _packs(fields)
+    select += [
+        " + ".join(f"{sql} * {scale}" for _, sql, _, scale in pack) + f" AS packed_{i}"
+        for i, pack in enumerate(packs)
+    ]
     sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
-    return _query(conn, schema.db, sql, "TASK"), strings
+    table = _query(conn, schema.db, sql, "TASK")
+    unpacked = {}
+    for i, pack in enumerate(packs):
+        packed = table.pop(f"packed_{i}").to_numpy(dtype=np.int64)
+        for column, _, radix, scale in pack:
+            unpacked[column] = packed // scale % radix
+    return table.assign(**unpacked), strings
 
 
-# Rowids beyond this do not survive pandas' float64 column of ids with NULLs.
+def _packs(fields: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int, int]]]:
+    """``(column, sql, radix)`` fields (values from 0 to radix − 1) gathered into int64 cells,
+    as ``(column, sql, radix, scale)``: a cell is the sum of value × scale, the scales products
+    of the radices before, all below 2**63 (no partial sum overflows SQLite's integers)."""
+    packs: list[list[tuple[str, str, int, int]]] = []
+    scale = 2**63
+    for column, sql, radix in fields:
+        if scale * radix > 2**63 - 1:
+            packs.append([])
+            scale = 1
+        packs[-1].append((column, sql, radix, scale))
+        scale *= radix
+    return packs
+
+
+def _surely_empty(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` has no row (False where it cannot be read: the query that joins it
+    then fails, or not, as it always did)."""
+    try:
+        return conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is None
+    except sqlite3.Error:
+        return False
+
+
+# Rowids beyond this are not packed (nor read as such: pandas' float64 of ids, once).
 _EXACT_FLOAT_INT = 2**53
 
 
 class _Strings:
-    """STRING_IDS by rowid, for string columns read as the rowids of the joined strings.
+    """STRING_IDS by rowid, for string columns read as codes of the joined strings' rowids
+    (``rowid − offset``; 0 where no string was joined).
 
     A column is resolved once per distinct string rather than once per row: the per-value
     functions (:func:`_text`, :func:`strip_shape_quotes`) give what they give on the joined
     text, which is the same value.
     """
 
-    def __init__(self, rowids: FloatArray, values: npt.NDArray[np.object_]) -> None:
-        self._index = pd.Index(rowids, dtype="float64")
-        # The last entry stands for "no string" (no match, position -1).
-        self._values = np.concatenate([values, np.array([None], dtype=object)])
+    def __init__(self, rowids: IntArray, values: npt.NDArray[np.object_]) -> None:
+        order = np.argsort(rowids, kind="stable")
+        self.offset = int(rowids.min()) - 1 if rowids.size else 0
+        # Codes run from 1 to radix − 1.
+        self.radix = int(rowids.max()) - self.offset + 1 if rowids.size else 1
+        self._codes = rowids[order] - self.offset
+        # The last entry stands for "no string" (no match, code 0).
+        self._values = np.concatenate([values[order], np.array([None], dtype=object)])
         self._missing = pd.isna(self._values)
 
     @classmethod
     def read(cls, conn: sqlite3.Connection, schema: _Schema) -> _Strings | None:
         """The table, or None where the joins must yield the text itself: no usable rowid,
-        rowids a float64 does not hold, or a table that cannot be read whole (the join may
-        still read the rows it needs, and fail, or not, as it always did)."""
+        rowids beyond 2**53, or a table that cannot be read whole (the join may still read
+        the rows it needs, and fail, or not, as it always did)."""
         if not schema.has_rowid("STRING_IDS"):
             return None
         try:
@@ -440,21 +497,32 @@ class _Strings:
         sid = table["sid"]
         if sid.dtype.kind != "i" or (len(sid) and int(sid.abs().max()) > _EXACT_FLOAT_INT):
             return None
-        return cls(sid.to_numpy(dtype=np.float64), table["value"].to_numpy(dtype=object))
+        return cls(sid.to_numpy(dtype=np.int64), table["value"].to_numpy(dtype=object))
 
-    def _positions(self, rowids: pd.Series) -> IntArray:
-        keys = pd.to_numeric(rowids, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        return np.asarray(self._index.get_indexer(pd.Index(keys)), dtype=np.int64)
+    def _positions(self, codes: pd.Series) -> IntArray:
+        keys = codes.to_numpy(dtype=np.int64)
+        at = np.searchsorted(self._codes, keys)
+        found = at < self._codes.size
+        found[found] = self._codes[at[found]] == keys[found]
+        return np.where(found, at, -1)
 
-    def isna(self, rowids: pd.Series) -> npt.NDArray[np.bool_]:
+    def isna(self, codes: pd.Series) -> npt.NDArray[np.bool_]:
         """Where the joined value is NULL (or there is none)."""
-        return np.asarray(self._missing[self._positions(rowids)], dtype=bool)
+        return np.asarray(self._missing[self._positions(codes)], dtype=bool)
 
-    def resolve(self, rowids: pd.Series, transform: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    def resolve(self, codes: pd.Series, transform: Callable[[pd.Series], pd.Series]) -> pd.Series:
         """``transform`` of the joined values, computed once per distinct string."""
-        used, inverse = np.unique(self._positions(rowids), return_inverse=True)
+        keys = codes.to_numpy(dtype=np.int64)
+        if self.radix <= 4 * keys.size + 2**20:  # codes run below radix: no sort needed
+            present = np.zeros(self.radix, dtype=bool)
+            present[keys] = True
+            distinct = np.flatnonzero(present)
+            inverse = (np.cumsum(present) - 1)[keys]
+        else:
+            distinct, inverse = np.unique(keys, return_inverse=True)
+        used = self._positions(pd.Series(distinct))
         done = transform(pd.Series(self._values[used], dtype=object)).to_numpy(dtype=object)
-        return pd.Series(done[inverse], index=rowids.index, dtype=object)
+        return pd.Series(done[inverse.reshape(-1)], index=codes.index, dtype=object)
 
 
 def _read_comm_ops(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
@@ -507,7 +575,7 @@ _MAX_NS = MAX_TIME_US * NS_PER_US
 def _finite_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The rows whose every cell is a number within the int64-ns clock (others are noise in an
     auxiliary table: RANK_DEVICE_MAP, OVERLAP_ANALYSIS)."""
-    numbers = table.map(_number_or_none).apply(pd.to_numeric, errors="coerce")
+    numbers = pd.DataFrame({c: _numbers(table[c]) for c in table.columns}, index=table.index)
     keep = (numbers.abs() <= _MAX_NS).all(axis=1)
     return numbers.loc[keep]
 
@@ -629,8 +697,10 @@ def _build_tasks(
     keyed = raw[key].notna().all(axis=1)
     parent = pd.Series(False, index=raw.index)
     if keyed.any() and has_info.any():
-        info_keys = pd.MultiIndex.from_frame(raw.loc[has_info & keyed, key])
-        parent = ~has_info & keyed & pd.MultiIndex.from_frame(raw[key]).isin(info_keys)
+        # The keys as one integer each (equal keys, equal integers: the columns' codes).
+        codes = _key_codes(raw, key)
+        info_keys = codes[(has_info & keyed).to_numpy()]
+        parent = ~has_info & keyed & np.isin(codes, info_keys)
 
     # A TASK row written twice (same device, stream, task id and times) is one task.
     same_task = ["device_id", "stream_id", "task_id", "start_ns", "end_ns"]
@@ -690,7 +760,7 @@ def _build_tasks(
     out = pd.DataFrame(
         {
             "rank": _ranks(tasks["device"].to_numpy(dtype=np.int64), rank_of),
-            "step": pd.array([pd.NA] * len(tasks), dtype="Int64"),
+            "step": unknown_ints(len(tasks)),
             "name": tasks["name"].astype(object),
             "op_type": tasks["op_type"].astype(object),
             "core": tasks["core"].astype(object),
@@ -728,6 +798,17 @@ def _build_tasks(
         ),
     )
     return out, busy, notes
+
+
+def _key_codes(table: pd.DataFrame, columns: list[str]) -> IntArray:
+    """One int64 per row, equal where the rows' values in ``columns`` are equal (each column
+    factorized, the codes combined and factorized again so that they stay small)."""
+    combined = np.zeros(len(table), dtype=np.int64)
+    for column in columns:
+        codes, distinct = pd.factorize(table[column])
+        combined = combined * (len(distinct) + 1) + (codes + 1)
+        combined = pd.factorize(combined)[0].astype(np.int64)
+    return combined
 
 
 def _comm_op_tasks(
@@ -960,69 +1041,153 @@ def _overlap_breakdown(
 
     Preparing = first Computing/Communication start − step start (torch_npu's definition);
     Computing, Communication, Communication(Not Overlapped) and Free are summed from there to
-    the step end — what torch_npu writes to analysis.db for the same intervals.
+    the step end — what torch_npu writes to analysis.db for the same intervals. Rows of one
+    type are disjoint in Insight's table, so their clipped sum is their union; the sum is what
+    is taken (of any rows), in integer ns, for every step at once.
     """
     schema.require(
         "OVERLAP_ANALYSIS", ("deviceId", "startNs", "endNs", "type"), "Insight's overlap table"
     )
-    sql = "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS"
-    table = _query(conn, schema.db, sql, "OVERLAP_ANALYSIS")
-    table = _finite_rows(table)
+    table = _overlap_rows(conn, schema.db)
     if not table["type"].isin([0, 1, 2, 3]).all():
         return None
-    rank = table["deviceId"].map(lambda d: rank_of.get(int(d), int(d))).to_numpy()
+    rank = _ranks(table["deviceId"].to_numpy(), rank_of)
     kind = table["type"].to_numpy()
     start_ns = table["startNs"].to_numpy(dtype=np.int64)
     end_ns = table["endNs"].to_numpy(dtype=np.int64)
-    rows: list[dict[str, Any]] = []
-    for step_rank, step, lo_ns, hi_ns in _windows(steps):
-        mine = rank == step_rank
-        # Relative to the step start: epoch ns do not fit a float64 exactly.
-        starts, ends = _relative(start_ns[mine], lo_ns), _relative(end_ns[mine], lo_ns)
-        hi = float(hi_ns - lo_ns)
-        busy = np.isin(kind[mine], [_COMPUTING, _COMMUNICATION])
-        busy_starts, _ = clip(starts[busy], ends[busy], 0.0, hi)
-        first = float(busy_starts.min()) if busy_starts.size else hi
-
-        kinds = kind[mine]
-        rows.append(
-            {
-                "rank": step_rank,
-                "step": step,
-                "computing_us": _covered_us(kinds, starts, ends, _COMPUTING, first, hi),
-                "communication_us": _covered_us(kinds, starts, ends, _COMMUNICATION, first, hi),
-                "comm_not_overlapped_us": _covered_us(
-                    kinds, starts, ends, _COMM_NOT_OVERLAPPED, first, hi
-                ),
-                "preparing_us": first / NS_PER_US if busy_starts.size else 0.0,
-                "free_us": _covered_us(kinds, starts, ends, _FREE, first, hi),
-            }
+    step_rank, lo, hi = (steps[c].to_numpy(dtype=np.int64) for c in ("rank", "start_ns", "end_ns"))
+    codes = (_COMPUTING, _COMMUNICATION, _COMM_NOT_OVERLAPPED, _FREE)
+    covered = {code: np.zeros(len(steps), dtype=np.int64) for code in codes}
+    first = hi - lo  # no Computing/Communication in the window: nothing is counted
+    found = np.zeros(len(steps), dtype=bool)
+    for r in np.unique(step_rank):
+        windows = step_rank == r
+        mine = rank == r
+        busy = mine & np.isin(kind, [_COMPUTING, _COMMUNICATION])
+        found[windows], first[windows] = _first_inside(
+            start_ns[busy], end_ns[busy], lo[windows], hi[windows]
         )
-    return pd.DataFrame(rows)
+        counted_from = lo[windows] + first[windows]
+        for code in codes:
+            of_type = mine & (kind == code)
+            covered[code][windows] = _overlap_sums(
+                start_ns[of_type], end_ns[of_type], counted_from, hi[windows]
+            )
+    return pd.DataFrame(
+        {
+            "rank": step_rank,
+            "step": steps["step"].to_numpy(dtype=np.int64),
+            "computing_us": covered[_COMPUTING] / NS_PER_US,
+            "communication_us": covered[_COMMUNICATION] / NS_PER_US,
+            "comm_not_overlapped_us": covered[_COMM_NOT_OVERLAPPED] / NS_PER_US,
+            "preparing_us": np.where(found, first / NS_PER_US, 0.0),
+            "free_us": covered[_FREE] / NS_PER_US,
+        }
+    )
 
 
-def _covered_us(
-    kinds: npt.NDArray[Any], starts: FloatArray, ends: FloatArray, code: int, lo: float, hi: float
-) -> float:
-    """µs covered by the OVERLAP_ANALYSIS rows of one type inside ``[lo, hi)``.
+# OVERLAP_ANALYSIS rows fetched at once (a row of Python objects takes some 200 bytes).
+_OVERLAP_CHUNK_ROWS = 100_000
 
-    Rows of one type are disjoint, so their clipped sum is their union.
+
+def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
+    """``deviceId, startNs, endNs, type`` of the OVERLAP_ANALYSIS rows that are numbers within
+    the clock (:func:`_finite_rows`). Where every cell is an integer (SQLite says, in one scan)
+    the rows are fetched a chunk at a time straight into int64 arrays: the table pandas would
+    build, without its object columns; else the table is read whole as it is."""
+    columns = ("deviceId", "startNs", "endNs", "type")
+    sql = f"SELECT {', '.join(columns)} FROM OVERLAP_ANALYSIS"
+    other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
+    try:
+        if conn.execute(f"SELECT 1 FROM OVERLAP_ANALYSIS WHERE {other} LIMIT 1").fetchone() is None:
+            cursor = conn.execute(sql)
+            chunks = []
+            while rows := cursor.fetchmany(_OVERLAP_CHUNK_ROWS):
+                chunks.append(np.array(rows, dtype=np.int64))
+            if chunks:
+                return _finite_rows(pd.DataFrame(np.concatenate(chunks), columns=list(columns)))
+    except sqlite3.Error:
+        pass  # the whole-table query says why
+    return _finite_rows(_query(conn, db, sql, "OVERLAP_ANALYSIS"))
+
+
+# Interval-window pairs made at once by _overlap_sums (memory: a few int64 arrays of this size).
+_PAIRS_PER_CHUNK = 1 << 22
+
+
+def _overlap_sums(starts: IntArray, ends: IntArray, lo: IntArray, hi: IntArray) -> IntArray:
+    """For each window ``[lo[i], hi[i])``: the summed lengths of the intervals ``[start, end)``
+    inside it, ``Σ max(0, min(end, hi) − max(start, lo))``, in exact integer ns.
+
+    The windows are sorted once and each interval is paired, by binary search, with the run of
+    windows it may reach: the cost is the intervals plus the pairs (about one per interval
+    where the windows are disjoint), not intervals × windows.
     """
-    of_type = kinds == code
-    clipped_starts, clipped_ends = clip(starts[of_type], ends[of_type], lo, hi)
-    return float(np.sum(clipped_ends - clipped_starts)) / NS_PER_US
+    sums = np.zeros(len(lo), dtype=np.int64)
+    valid = ends > starts
+    s, e = starts[valid], ends[valid]
+    if not s.size or not len(lo):
+        return sums
+    order = np.argsort(lo, kind="stable")
+    window_lo, window_hi = lo[order], hi[order]
+    # Windows before `first` end at or before the interval starts (their running maximum end
+    # does); windows from `stop` on start at or after it ends.
+    first = np.searchsorted(np.maximum.accumulate(window_hi), s, side="right")
+    stop = np.searchsorted(window_lo, e, side="left")
+    count = np.maximum(stop - first, 0)
+    total = np.cumsum(count)
+    begin = 0
+    while begin < len(s):
+        done = int(total[begin - 1]) if begin else 0
+        end = max(int(np.searchsorted(total, done + _PAIRS_PER_CHUNK, side="right")), begin + 1)
+        n = count[begin:end]
+        row = np.repeat(np.arange(begin, end), n)
+        # The window of each pair: the interval's first window plus the pair's place in its run.
+        window = first[row] + np.arange(row.size) - np.repeat(np.cumsum(n) - n, n)
+        part = np.minimum(e[row], window_hi[window]) - np.maximum(s[row], window_lo[window])
+        np.add.at(sums, window, np.maximum(part, 0))
+        begin = end
+    out = np.empty_like(sums)
+    out[order] = sums
+    return out
 
 
-def _windows(steps: pd.DataFrame) -> Iterator[tuple[int, int, int, int]]:
-    """``(rank, step, start_ns, end_ns)`` of each row of the internal steps table."""
-    columns = [steps[c].to_numpy(dtype=np.int64) for c in ("rank", "step", "start_ns", "end_ns")]
-    for rank, step, lo, hi in zip(*columns):
-        yield int(rank), int(step), int(lo), int(hi)
+def _first_inside(
+    starts: IntArray, ends: IntArray, lo: IntArray, hi: IntArray
+) -> tuple[npt.NDArray[np.bool_], IntArray]:
+    """For each window ``[lo, hi)``: whether an interval overlaps it (by more than nothing), and
+    the earliest such interval's start clipped to the window, in ns since ``lo`` (``hi − lo``
+    where none does)."""
+    valid = ends > starts
+    order = np.argsort(starts[valid], kind="stable")
+    s, e = starts[valid][order], ends[valid][order]
+    if not s.size:
+        return np.zeros(len(lo), dtype=bool), hi - lo
+    # Intervals starting at or before lo: one overlaps the window if it ends after lo.
+    before = np.searchsorted(s, lo, side="right")
+    reach = np.maximum.accumulate(e)[np.maximum(before - 1, 0)]
+    straddles = (before > 0) & (reach > lo) & (hi > lo)
+    # Else the first interval starting after lo, if it starts before hi.
+    after = s[np.minimum(before, s.size - 1)]
+    inside = (before < s.size) & (after < hi)
+    found = straddles | inside
+    first = np.where(straddles, 0, np.where(inside, after - lo, hi - lo))
+    return found, first
 
 
-def _relative(ns: IntArray, origin_ns: int) -> FloatArray:
-    """Nanoseconds since ``origin_ns`` as float64 (exact below 2**53 ns, about 104 days)."""
-    return (ns - np.int64(origin_ns)).astype(np.float64)
+def _merged(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+    """The union of the intervals ``[start, end)`` as disjoint sorted intervals (integer ns)."""
+    valid = ends > starts
+    order = np.argsort(starts[valid], kind="stable")
+    s, e = starts[valid][order], ends[valid][order]
+    if not s.size:
+        return s, e
+    running_end = np.maximum.accumulate(e)
+    new_block = np.empty(s.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > running_end[:-1]
+    last = np.append(np.flatnonzero(new_block)[1:] - 1, s.size - 1)
+    return s[new_block], running_end[last]
 
 
 def _ranks(device: npt.NDArray[Any], rank_of: dict[int, int]) -> IntArray:
@@ -1037,15 +1202,14 @@ def _union_per_step(
 ) -> pd.Series:
     """µs covered by the union of the intervals ``[start, end)`` inside each step's window."""
     rank = _ranks(device, rank_of)
-    covered = []
-    for step_rank, _, lo_ns, hi_ns in _windows(steps):
-        mine = rank == step_rank
-        s, e = clip(
-            _relative(start[mine], lo_ns), _relative(end[mine], lo_ns), 0.0, float(hi_ns - lo_ns)
-        )
-        merged_starts, merged_ends = merge(s, e)
-        covered.append(float(np.sum(merged_ends - merged_starts)) / NS_PER_US)
-    return pd.Series(covered, index=steps.index, dtype="float64")
+    step_rank, lo, hi = (steps[c].to_numpy(dtype=np.int64) for c in ("rank", "start_ns", "end_ns"))
+    covered = np.zeros(len(steps), dtype=np.int64)
+    for r in np.unique(step_rank):
+        windows = step_rank == r
+        mine = rank == r
+        union_starts, union_ends = _merged(start[mine], end[mine])
+        covered[windows] = _overlap_sums(union_starts, union_ends, lo[windows], hi[windows])
+    return pd.Series(covered / NS_PER_US, index=steps.index, dtype="float64")
 
 
 def _public_steps(steps: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,67 @@
+"""The SQLite reader packs the joined STRING_IDS rowids of a TASK row into a few integer cells
+(issue 10): however the string table is numbered, the tables are those read without packing."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfgate.ingest import ascend_db
+from perfgate.model import SOURCE_COLUMN, Profile
+
+DATA = Path(__file__).parent / "data" / "ascend_db"
+FIXTURES = {
+    "torch_npu": DATA / "pytorch_db_level1_rank0_ascend_pt",
+    "msprof": DATA / "msprof_full_db",
+}
+
+
+def _db(root: Path) -> Path:
+    return next(p for p in root.rglob("*.db") if p.name != "analysis.db")
+
+
+def assert_same_tables(got: Profile, expected: Profile) -> None:
+    for name in ("tasks", "steps"):
+        pd.testing.assert_frame_equal(
+            getattr(got, name).drop(columns=SOURCE_COLUMN, errors="ignore"),
+            getattr(expected, name).drop(columns=SOURCE_COLUMN, errors="ignore"),
+            check_exact=True,
+        )
+    assert got.notes == expected.notes
+
+
+@pytest.mark.parametrize(
+    "extra_rowids",
+    [
+        [-7],  # codes offset by a negative rowid
+        [2**40],  # one string per packed cell
+        [-(2**52), 2**52],  # the widest rowids still packed
+        [2**53 + 1],  # beyond: the joins give the text itself
+    ],
+)
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_unreferenced_strings_numbered_anyhow_change_nothing(
+    name: str, extra_rowids: list[int], tmp_path: Path
+) -> None:
+    copy = tmp_path / FIXTURES[name].name
+    shutil.copytree(FIXTURES[name], copy)
+    with sqlite3.connect(_db(copy)) as conn:
+        conn.executemany(
+            "INSERT INTO STRING_IDS (id, value) VALUES (?, ?)",
+            [(rowid, f"unused {rowid}") for rowid in extra_rowids],
+        )
+    conn.close()
+    assert_same_tables(ascend_db.read(copy), ascend_db.read(FIXTURES[name]))
+
+
+def test_packs_stay_below_two_to_the_63() -> None:
+    radix = 2**20
+    fields = [(c, c, radix) for c in "abc"] + [("d", "d", 2), ("e", "e", 2), ("f", "f", radix)]
+    packs = ascend_db._packs(fields)
+    assert [[column for column, *_ in pack] for pack in packs] == [list("abcde"), ["f"]]
+    for pack in packs:
+        assert sum((radix - 1) * scale for _, _, radix, scale in pack) < 2**63
