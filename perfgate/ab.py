@@ -120,6 +120,19 @@ def _read_records(folder: Path) -> dict[str, RunRecord]:
     return records
 
 
+def repository_top(repo_dir: Path) -> Path:
+    """The top level of the git work tree holding ``repo_dir`` (where the sessions' pytest
+    finds its configuration); ``repo_dir`` itself outside one."""
+    done = subprocess.run(
+        ["git", "-C", str(repo_dir), "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    top = done.stdout.strip()
+    return Path(top) if done.returncode == 0 and top else repo_dir
+
+
 def run_ab(
     repo_dir: Path,
     ref: str,
@@ -142,14 +155,7 @@ def run_ab(
         raise AbError(f"an A/B run needs at least 2 pairs (got {pairs})")
     base_sha = resolve(repo_dir, ref)
     head = current_commit(repo_dir)
-    top = Path(
-        subprocess.run(
-            ["git", "-C", str(repo_dir), "rev-parse", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
+    top = repository_top(repo_dir)
     # The pytest arguments name paths relative to where the user stands in the checkout.
     where = Path.cwd().resolve()
     relative = where.relative_to(top) if where.is_relative_to(top) else Path()

@@ -516,13 +516,13 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
-    from perfgate.ab import run_ab
+    from perfgate.ab import repository_top, run_ab
     from perfgate.config import load_settings
     from perfgate.report.results import BenchmarkResult, results_document
 
     # The sessions' pytest finds the configuration at the repository's root (its rootdir): the
     # verdict must use the same thresholds, from wherever the command is started.
-    settings = load_settings(args.config, root=_repository_root(Path(args.repo)))
+    settings = load_settings(args.config, root=repository_top(Path(args.repo)))
     pairs = args.pairs or settings.rules.statistics.ab_pairs
     out = Path(args.out)
     _clear_ab_output(out)
@@ -560,20 +560,6 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
 
 _AB_MARK = ".perfgate-ab"
-
-
-def _repository_root(repo: Path) -> Path:
-    """The top level of the git work tree holding ``repo`` (``repo`` itself outside one: the
-    A/B run then reports that it is no repository)."""
-    import subprocess
-
-    done = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--show-toplevel"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else repo
 
 
 def _clear_ab_output(out: Path) -> None:

@@ -64,12 +64,22 @@ def union_length_per_group(
     if s.size == 0:
         return out
     order = np.lexsort((s, g))
-    g, s, e = g[order], s[order], e[order]
-    running_end = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()
-    new_block = np.empty(s.size, dtype=bool)
-    new_block[0] = True
-    new_block[1:] = (g[1:] != g[:-1]) | (s[1:] > running_end[:-1])
-    block = np.flatnonzero(new_block)
-    last = np.append(block[1:] - 1, s.size - 1)
-    out += np.bincount(g[block], weights=running_end[last] - s[block], minlength=n_groups)
+    block_group, lengths = merged_lengths_by_group(g[order], s[order], e[order])
+    out += np.bincount(block_group, weights=lengths, minlength=n_groups)
     return out
+
+
+def merged_lengths_by_group(
+    groups: npt.NDArray[np.intp], starts: FloatArray, ends: FloatArray
+) -> tuple[npt.NDArray[np.intp], FloatArray]:
+    """The merged intervals of each group, as (their group, their length) in order, for
+    intervals sorted by (group, start) (at least one). As :func:`merge` does for one group: a
+    merged interval starts where a start lies beyond every end before it in its group, and
+    ends at the running maximum of the ends."""
+    running_end = pd.Series(ends).groupby(groups, sort=False).cummax().to_numpy()
+    new_block = np.empty(starts.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = (groups[1:] != groups[:-1]) | (starts[1:] > running_end[:-1])
+    block = np.flatnonzero(new_block)
+    last = np.append(block[1:] - 1, starts.size - 1)
+    return groups[block], running_end[last] - starts[block]

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from perfgate.intervals import FloatArray
+from perfgate.intervals import FloatArray, merged_lengths_by_group
 from perfgate.model import BREAKDOWN_COLUMNS, NO_STEP_MARKS_NOTE, Category, Profile
 
 METRIC_NAMES = ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio")
@@ -431,22 +431,15 @@ def _union_per_window(
 ) -> FloatArray:
     """Length of the union of the masked intervals of each of ``n`` windows.
 
-    The intervals are sorted by (window, start). As :func:`perfgate.intervals.merge` does
-    for one window: a merged interval starts where a start lies beyond every end before it
-    (in its window), and ends at the running maximum of the ends.
+    The intervals are sorted by (window, start)
+    (:func:`perfgate.intervals.merged_lengths_by_group`); each window's lengths are summed as
+    numpy sums them (:func:`_segment_sums`).
     """
     out = np.zeros(n)
     win, s, e = window[mask], starts[mask], ends[mask]
     if s.size == 0:
         return out
-    running_end = pd.Series(e).groupby(win, sort=False).cummax().to_numpy()
-    new_block = np.empty(s.size, dtype=bool)
-    new_block[0] = True
-    new_block[1:] = (win[1:] != win[:-1]) | (s[1:] > running_end[:-1])
-    block = np.flatnonzero(new_block)
-    last = np.append(block[1:] - 1, s.size - 1)
-    lengths = running_end[last] - s[block]
-    block_win = win[block]
+    block_win, lengths = merged_lengths_by_group(win, s, e)
     lead = np.flatnonzero(np.diff(block_win, prepend=-1) != 0)
     sizes = np.diff(np.append(lead, block_win.size))
     out[block_win[lead]] = _segment_sums(lengths, lead, sizes)
