@@ -1522,7 +1522,7 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
         DELAY="0.008",  # 4x: time.sleep overshoots under load, 2x is no gross change
     )
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    assert pr.outputs()["verdict"] == "regression"
+    assert pr.outputs()["verdict"] == "regression", pr.summary.read_text() + bench.stdout
     assert "step_time" in pr.summary.read_text()
     assert pr.call(gate_step.main, checkout, PERFGATE_VERDICT="regression")[0] == 1
 

@@ -485,8 +485,15 @@ def test_an_idle_gap_is_explained_by_free_time_not_by_noise_operators() -> None:
     assert result.breakdown_delta_us["computing_us"] == 0.0
 
 
-def _timed(wall_ms: float, cpu_ms: float, others: float | None, seed: int) -> dict[str, Any]:
-    """A run record of 3 processes × 5 rounds × 10 steps, wall and CPU time per step."""
+def _timed(
+    wall_ms: float,
+    cpu_ms: float,
+    others: float | None,
+    seed: int,
+    queued_ms: float | None = None,
+) -> dict[str, Any]:
+    """A run record of 3 processes × 5 rounds × 10 steps, wall and CPU time per step, and
+    given ``queued_ms``, the run-queue wait of each step."""
     rng = np.random.default_rng(seed)
     count = 3 * 5 * 10
     noise = np.exp(rng.normal(0, 0.01, count))
@@ -501,6 +508,10 @@ def _timed(wall_ms: float, cpu_ms: float, others: float | None, seed: int) -> di
             "process": [float(i // 50) for i in range(count)],
         },
     }
+    if queued_ms is not None:
+        timing = record["timing"]
+        assert isinstance(timing, dict)
+        timing["run_queue_us"] = list(queued_ms * 1e3 * noise)
     if others is not None:
         record["runner"] = {"load": {"others_cpus": others}}
     return record
@@ -521,6 +532,31 @@ def test_wall_time_that_rose_with_a_busy_runner_but_not_the_cpu_time_is_unstable
     # A quiet runner: the step waits longer (sleep, I/O) — that is the code's doing.
     waiting = compare(base, _timed(13.0, 9.8, 0.02, seed=4), STEP_ONLY)
     assert waiting.metrics[0].status == REGRESSION
+
+
+def test_on_a_busy_runner_the_wall_time_less_the_wait_for_a_cpu_witnesses_the_rise() -> None:
+    base = _timed(10.0, 9.8, 0.05, seed=1, queued_ms=0.0)
+    # Crowded: the 3 ms more are all waiting for a CPU.
+    crowded = compare(base, _timed(13.0, 9.8, 1.3, seed=2, queued_ms=3.0), STEP_ONLY)
+    [step] = crowded.metrics
+    assert step.status == UNSTABLE and step.contended
+    assert step.unqueued_change == pytest.approx(0.0, abs=0.01)
+    assert metric_reasons(step)[0].startswith(
+        "the runner was busy (other processes used 1.3 CPUs) and the step time less its wait "
+        "for a CPU moved only +"
+    )
+    # The step sleeps 3 ms more: no CPU time, no wait for a CPU — the code's doing, however
+    # busy the runner (the CPU time alone would have called it the neighbours').
+    sleeping = compare(base, _timed(13.0, 9.8, 1.3, seed=3, queued_ms=0.0), STEP_ONLY)
+    [step] = sleeping.metrics
+    assert step.status == REGRESSION and not step.contended
+    assert step.unqueued_change == pytest.approx(0.3, abs=0.02)
+    assert step.cpu_change == pytest.approx(0.0, abs=0.01)
+    # A baseline from before the wait was measured: the CPU time witnesses, as before.
+    old = compare(
+        _timed(10.0, 9.8, 0.05, seed=1), _timed(13.0, 9.8, 1.3, seed=3, queued_ms=0.0), STEP_ONLY
+    )
+    assert old.metrics[0].status == UNSTABLE and old.metrics[0].unqueued_change is None
 
 
 def test_more_copy_tasks_per_step_confirm_a_copy_ratio_the_noise_hides() -> None:

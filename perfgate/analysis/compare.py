@@ -150,10 +150,13 @@ class MetricJudgement:
     detectable: float | None = None
     threshold_value: float = 0.0
     inconclusive: bool = False
-    # The CPU-time witness of a step-time regression on the CPU: its change (threshold
+    # The witnesses of a step-time regression on the CPU: the CPU time's change (threshold
     # unit), the neighbours' CPU use during the runs, and whether the wall time rose with a
     # crowded runner rather than with the code.
     cpu_change: float | None = None
+    # The change of the wall time less the timing thread's wait for a CPU (threshold unit):
+    # the witness where Linux reports that wait; else the CPU time is.
+    unqueued_change: float | None = None
     others_cpus: float | None = None
     contended: bool = False
     # A time at least twice the reference whose every process sits 1.5x beyond every baseline
@@ -743,6 +746,21 @@ def _cpu_rounds(record: RunRecord) -> RoundValues | None:
     return round_values(timing["cpu_time_us"], timing.get("round"), timing.get("process"), log=True)
 
 
+def _unqueued_rounds(record: RunRecord) -> RoundValues | None:
+    """Each step's wall time less the time its thread waited for a CPU: what the step takes
+    on an idle runner, its sleeping and waiting included."""
+    timing = record.get("timing")
+    if not timing or not timing.get("run_queue_us"):
+        return None
+    wall = np.asarray(timing["step_time_us"], dtype=np.float64)
+    queued = np.asarray(timing["run_queue_us"], dtype=np.float64)
+    if wall.shape != queued.shape or not np.isfinite(queued).all():
+        return None
+    # The two clocks are read a few ns apart: a fully queued step must not go to 0 or below.
+    own = np.maximum(wall - queued, 0.01 * wall)
+    return round_values(own, timing.get("round"), timing.get("process"), log=True)
+
+
 def _witness(
     judgement: MetricJudgement,
     rule: MetricRule,
@@ -751,21 +769,37 @@ def _witness(
     stats: Statistics,
     look: Look | None,
 ) -> None:
-    """A step-time regression on the CPU, checked against CPU time: when the CPU time per
-    step did not rise past the threshold and the runner was busy, the wall time rose with
-    the neighbours, not the code — unstable, with the figures. On a quiet runner the
-    regression stands (the step sleeps, waits or reads more)."""
-    cur = _cpu_rounds(current)
-    bases = [b for b in (_cpu_rounds(s) for s in sessions) if b is not None]
-    if cur is None or not bases or len(bases) != len(sessions):
-        return
-    cpu = judge_rounds(rule, bases[0], cur, stats, history=bases[1:], look=look, log=True)
-    judgement.cpu_change = cpu.change
+    """A step-time regression on the CPU, checked on a busy runner against a time the
+    neighbours cannot inflate: the wall time less the wait for a CPU (Linux's run-queue
+    wait of the timing thread), or where that was not measured, the CPU time. When the
+    witness did not rise past the threshold, the wall time rose with the neighbours, not the
+    code — unstable, with the figures. When it did (more work, or more sleeping and waiting),
+    the regression stands. On a quiet runner the regression stands."""
     loads = [others_cpus(r) for r in (*sessions, current)]
     known = [load for load in loads if load is not None]
     judgement.others_cpus = max(known) if known else None
+    cur_cpu = _cpu_rounds(current)
+    base_cpu = [b for b in (_cpu_rounds(s) for s in sessions) if b is not None]
+    if cur_cpu is not None and base_cpu and len(base_cpu) == len(sessions):
+        cpu = judge_rounds(
+            rule, base_cpu[0], cur_cpu, stats, history=base_cpu[1:], look=look, log=True
+        )
+        judgement.cpu_change = cpu.change
+    else:
+        cpu = None
+    cur_own = _unqueued_rounds(current)
+    base_own = [b for b in (_unqueued_rounds(s) for s in sessions) if b is not None]
+    if cur_own is not None and base_own and len(base_own) == len(sessions):
+        witness = judge_rounds(
+            rule, base_own[0], cur_own, stats, history=base_own[1:], look=look, log=True
+        )
+        judgement.unqueued_change = witness.change
+    elif cpu is not None:
+        witness = cpu
+    else:
+        return
     busy = judgement.others_cpus is not None and judgement.others_cpus >= QUIET_OTHERS_CPUS
-    if cpu.status is not MetricStatus.REGRESSION and busy:
+    if witness.status is not MetricStatus.REGRESSION and busy:
         judgement.contended = True
         judgement.status = MetricStatus.UNSTABLE
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import math
+import os
 import shutil
 import subprocess
 import sys
@@ -114,17 +116,60 @@ def time_steps(step: StepFn, steps: int) -> list[float]:
     return time_steps_with_cpu(step, steps)[0]
 
 
-def time_steps_with_cpu(step: StepFn, steps: int) -> tuple[list[float], list[float]]:
-    """Wall time and CPU time (of this process, every thread) of each of ``steps`` calls of
-    ``step``, in µs. On a busy runner the wall time grows with the neighbours' share of the
-    CPUs; the CPU time does not: it tells slower code from a crowded machine."""
-    wall, cpu = [], []
+class RunQueueClock:
+    """The time this thread has waited for a CPU (runnable, not running), in ns, from Linux's
+    ``/proc/thread-self/schedstat`` (its second field). On a crowded runner the wall time of a
+    step grows by exactly that wait; what is left is the step's own time, sleeping and
+    waiting included. ``None`` from :meth:`open` where the kernel does not say."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    @classmethod
+    def open(cls) -> RunQueueClock | None:
+        try:
+            fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            return None
+        clock = cls(fd)
+        if clock.read() is None:
+            clock.close()
+            return None
+        return clock
+
+    def read(self) -> int | None:
+        try:
+            fields = os.pread(self._fd, 128, 0).split()
+            return int(fields[1])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def time_steps_with_cpu(
+    step: StepFn, steps: int, queue: RunQueueClock | None = None
+) -> tuple[list[float], list[float], list[float] | None]:
+    """Wall time, CPU time (of this process, every thread) and, given ``queue``, the
+    run-queue wait of this thread, of each of ``steps`` calls of ``step``, in µs. On a busy
+    runner the wall time grows with the neighbours' share of the CPUs, by the time the step
+    waited for one; wall time less that wait tells slower code from a crowded machine."""
+    wall: list[float] = []
+    cpu: list[float] = []
+    waited: list[float] | None = [] if queue is not None else None
     for _ in range(steps):
+        queued = queue.read() if queue is not None else None
         start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
         step()
         cpu.append((time.process_time_ns() - start_cpu) / 1e3)
         wall.append((time.perf_counter_ns() - start) / 1e3)
-    return wall, cpu
+        if waited is not None:
+            after = queue.read() if queue is not None else None
+            # A failed read (never seen) leaves the step without a figure: no witness.
+            known = after is not None and queued is not None
+            waited.append((after - queued) / 1e3 if known else math.nan)  # type: ignore[operator]
+    return wall, cpu, waited
 
 
 @dataclass
@@ -135,6 +180,8 @@ class Timing:
     rounds: list[int] = field(default_factory=list)
     process: int = 0
     cpu_time_us: list[float] | None = None  # per step; None where CPU time says nothing
+    # Per step, the time the timing thread waited for a CPU; None where not measured.
+    run_queue_us: list[float] | None = None
 
     @property
     def round_count(self) -> int:
@@ -148,10 +195,20 @@ class Timing:
             for _ in range(warmup):
                 step()
             gc.collect()
-            wall, cpu = time_steps_with_cpu(step, steps)
+            queue = RunQueueClock.open() if self.run_queue_us is not None else None
+            try:
+                wall, cpu, waited = time_steps_with_cpu(step, steps, queue)
+            finally:
+                if queue is not None:
+                    queue.close()
             self.step_time_us.extend(round(t, 3) for t in wall)
             if self.cpu_time_us is not None:
                 self.cpu_time_us.extend(round(t, 3) for t in cpu)
+            if self.run_queue_us is not None:
+                if waited is None or any(math.isnan(t) for t in waited):
+                    self.run_queue_us = None  # not measured for every step: none at all
+                else:
+                    self.run_queue_us.extend(round(t, 3) for t in waited)
             self.rounds.extend([index] * steps)
 
     def add_run(self, times: Sequence[float]) -> None:
@@ -170,6 +227,8 @@ class Timing:
         }
         if self.cpu_time_us is not None and len(self.cpu_time_us) == len(self.step_time_us):
             table["cpu_time_us"] = list(self.cpu_time_us)
+        if self.run_queue_us is not None and len(self.run_queue_us) == len(self.step_time_us):
+            table["run_queue_us"] = list(self.run_queue_us)
         return table
 
 

@@ -94,11 +94,18 @@ def noise_figures(m: MetricJudgement) -> str:
 
 def contention_clause(m: MetricJudgement) -> str:
     """Why a wall-time rise on a busy runner is not called a regression."""
-    cpu = format_change(m.cpu_change, m.unit) if m.cpu_change is not None else "n/a"
+    if m.unqueued_change is not None:
+        witness = (
+            f"the step time less its wait for a CPU moved only "
+            f"{format_change(m.unqueued_change, m.unit)}"
+        )
+    else:
+        cpu = format_change(m.cpu_change, m.unit) if m.cpu_change is not None else "n/a"
+        witness = f"the CPU time per step moved only {cpu}"
     return (
-        f"the runner was busy (other processes used {m.others_cpus:.1f} CPUs) and the CPU "
-        f"time per step moved only {cpu}: the wall time rose with the neighbours, not the "
-        "code; run again on a quieter runner, or use a same-runner A/B run (perfgate ab)"
+        f"the runner was busy (other processes used {m.others_cpus:.1f} CPUs) and {witness}: "
+        "the wall time rose with the neighbours, not the code; run again on a quieter "
+        "runner, or use a same-runner A/B run (perfgate ab)"
     )
 
 
