@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from decimal import ROUND_HALF_EVEN, Decimal
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfgate.errors import ProfileError
 from perfgate.ingest import chrome_trace
 from perfgate.model import MAX_TIME_US, Category, Profile
 
@@ -115,3 +117,100 @@ def test_time_stamps_and_durations_read_as_the_decimal_they_write(
     exact = Decimal(text)
     assert columns._ns(event) == int((exact * 1000).to_integral_value(rounding=ROUND_HALF_EVEN))
     assert columns._us(event) == float(exact)
+
+
+# --------------------------------------------------------------------------- marked events
+# A copies or steps reading of an Ascend timeline parses only the events that hold a mark of
+# what it keeps (_read_candidates); anything but a plain array of objects goes to the full
+# parse, which says what is wrong.
+
+
+def read_in_full(path: Path, scope: chrome_trace._Scope) -> chrome_trace._Trace:
+    original = chrome_trace._read_candidates
+    chrome_trace._read_candidates = lambda path, columns: False  # type: ignore[assignment]
+    try:
+        return chrome_trace._read_trace(path, scope)
+    finally:
+        chrome_trace._read_candidates = original  # type: ignore[assignment]
+
+
+def assert_same_trace(fast: chrome_trace._Trace, full: chrome_trace._Trace) -> None:
+    pd.testing.assert_frame_equal(fast.events, full.events)
+    assert fast.process_names == full.process_names
+    assert fast.process_labels == full.process_labels
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096, 8 << 20])
+@pytest.mark.parametrize("scope", ["copies", "steps"])
+def test_marked_events_read_as_the_full_parse_reads_them_in_chunks_of_any_size(
+    chunk: int, scope: chrome_trace._Scope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chrome_trace, "_SCAN_CHUNK", chunk)
+    path = DATA / "ascend_timeline/trace_view_tiny.json"
+    if chunk >= 4096:
+        path = DATA / "ascend_timeline/trace_view.json"
+    fast = chrome_trace._read_trace(path, scope)
+    assert_same_trace(fast, read_in_full(path, scope))
+    if scope == "copies" and path.name == "trace_view.json":
+        assert (fast.events["name"] == "MEMCPY_ASYNC").sum() > 0
+    assert fast.events["name"].str.startswith("ProfilerStep#").any() or path.name.endswith(
+        "tiny.json"
+    )
+
+
+def test_an_escaped_mark_is_still_read(tmp_path: Path) -> None:
+    events = json.loads((DATA / "ascend_timeline/trace_view.json").read_text())
+    text = json.dumps(events)
+    escaped = text.replace('"MEMCPY_ASYNC"', '"MEMCPY\\u005fASYNC"')
+    assert escaped != text
+    path = tmp_path / "trace_view.json"
+    path.write_text(escaped)
+    copies = chrome_trace._read_trace(path, "copies").events
+    assert (copies["name"] == "MEMCPY_ASYNC").sum() > 0
+    assert_same_trace(chrome_trace._read_trace(path, "copies"), read_in_full(path, "copies"))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda t: t[:-1] + ", 3]", "trace event #* is a JSON int"),
+        (lambda t: t[:-1] + ", [1]]", "trace event #* is a JSON list"),
+        (lambda t: t.replace("}, {", "} {", 1), "is truncated or not valid JSON"),
+        (lambda t: t.replace("}, {", "},, {", 1), "is truncated or not valid JSON"),
+        (lambda t: t[: len(t) // 2], "is truncated or not valid JSON"),
+        (lambda t: t + " []", "is truncated or not valid JSON"),
+        (lambda t: t.replace('"MEMCPY_ASYNC"', '"MEMCPY_ASYNC" x', 1), "not valid JSON"),
+    ],
+)
+def test_a_timeline_that_is_not_a_plain_array_of_objects_gets_the_full_parse_and_its_error(
+    damage: object, message: str, tmp_path: Path
+) -> None:
+    text = json.dumps(json.loads((DATA / "ascend_timeline/trace_view.json").read_text()))
+    path = tmp_path / "trace_view.json"
+    path.write_text(damage(text))  # type: ignore[operator]
+    with pytest.raises(ProfileError) as raised:
+        chrome_trace._read_trace(path, "copies")
+    assert fnmatch(str(raised.value), f"*{message}*"), str(raised.value)
+    assert str(raised.value).startswith(str(path))
+
+
+def test_damage_inside_an_event_no_table_uses_does_not_stop_a_copies_reading(
+    tmp_path: Path,
+) -> None:
+    # Only the events a reading keeps are parsed; a kernel event with a broken value is
+    # skipped like the others (the full reading, which parses every event, refuses it).
+    original = (DATA / "ascend_timeline/trace_view.json").read_text()
+    index = original.index('"ph": "X"')
+    event = original[original.rindex("{", 0, index) : original.index("}", index)]
+    assert "MEMCPY" not in event and "ProfilerStep" not in event
+    damaged = original[:index] + '"ph": "X" 0' + original[index + len('"ph": "X"') :]
+    path = tmp_path / "trace_view.json"
+    path.write_text(damaged)
+    clean = tmp_path / "clean.json"
+    clean.write_text(original)
+    pd.testing.assert_frame_equal(
+        chrome_trace._read_trace(path, "copies").events,
+        chrome_trace._read_trace(clean, "copies").events,
+    )
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        chrome_trace._read_trace(path, "all")

@@ -20,6 +20,7 @@ docs/formats.md §7 says which events and arguments become which columns.
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -310,6 +311,9 @@ _OPEN_BRACE, _OPEN_BRACKET, _CLOSE_BRACE, _CLOSE_BRACKET = b"{[}]"
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 
 
+_Ints = npt.NDArray[np.int64]
+
+
 class _DepthGuard:
     """A binary file whose bytes are checked, as they are read, for JSON nesting deeper than
     :data:`MAX_JSON_DEPTH` (brackets inside strings do not count). Vectorised per chunk: the
@@ -330,10 +334,17 @@ class _DepthGuard:
         return data
 
     def _scan(self, data: bytes) -> None:
+        self.structure(data)
+
+    def structure(self, data: bytes) -> tuple[_Ints, _Ints, _Ints]:
+        """Check ``data``, the next bytes of the file, and return its brackets outside strings:
+        where they are (offsets in the file), +1 for an opening one and −1 for a closing one,
+        and the depth after each."""
         chars = np.frombuffer(data, dtype=np.uint8)
         n = len(chars)
         if not n:
-            return
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
         if self.backslashes or b"\\" in data:
             quote, trailing = self._real_quotes(chars)
         else:  # no escapes in this chunk (the usual case): every quote is real
@@ -361,7 +372,10 @@ class _DepthGuard:
             self.depth = int(depth[-1])
             self.in_string = bool((int(flips[-1]) + self.in_string) % 2)
         self.backslashes = trailing
+        brackets = step != 0
+        where = at[brackets] + self.offset
         self.offset += n
+        return where, step[brackets], depth[brackets]
 
     def _real_quotes(self, chars: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.bool_], int]:
         """Which bytes are unescaped quotes (a quote after an odd run of backslashes is
@@ -436,11 +450,186 @@ def _read_trace(path: Path, scope: _Scope = "all") -> _Trace:
     with _json_errors(path):
         layout, header = _read_layout(path)
         prefix = "traceEvents.item" if layout == "object" else "item"
+        if layout == "array" and scope in ("copies", "steps"):
+            columns = _EventColumns(path, _Selection(layout, scope))
+            if _read_candidates(path, columns):
+                return _Trace(
+                    layout, header, columns.frame(), columns.process_names, columns.process_labels
+                )
+            # Something other than a plain array of objects: the full parse says what.
         columns = _EventColumns(path, _Selection(layout, scope))
         with _guarded(path) as handle:
             for event in ijson.items(handle, prefix, buf_size=_READ_CHUNK):
                 columns.add(event)
     return _Trace(layout, header, columns.frame(), columns.process_names, columns.process_labels)
+
+
+# What an event that a ``copies`` or ``steps`` reading keeps must contain, in lower case: a
+# step mark's name, a metadata event's phase, a \\u escape (which could spell anything),
+# and for copies a copy task type (in its Task Type or, where that says nothing, its name).
+_STEP_MARKS = (b"profilerstep#", b'"m"', b"\\u")
+_COPY_MARKS = tuple(kind.lower().encode() for kind in sorted(ASCEND_COPY))
+_SCAN_CHUNK = 8 * 1024 * 1024
+_BETWEEN_EVENTS = np.zeros(256, dtype=np.bool_)
+_BETWEEN_EVENTS[list(b" \t\r\n,")] = True
+_COMMA = ord(",")
+
+
+class _NotPlain(Exception):
+    """The timeline is not a plain array of objects: the full parse reads it."""
+
+
+def _read_candidates(path: Path, columns: _EventColumns) -> bool:
+    """Read an Ascend timeline (a JSON array of events) for the few events a ``copies`` or
+    ``steps`` reading keeps, parsing only those: the bytes are scanned for the array's events
+    (brackets outside strings, as :class:`_DepthGuard` counts them), and only the events that
+    hold a mark of what is kept (:data:`_STEP_MARKS`, for copies also :data:`_COPY_MARKS`) are
+    parsed, in file order, through the same :class:`_Selection`. torch_npu's trace_view.json
+    holds millions of host and CANN events around a few thousand step marks and copies.
+
+    The events left unparsed are checked for their nesting and strings only, not for being
+    valid JSON inside: no table uses them. False, with ``columns`` to be dropped, when the
+    file is not a plain array of objects (anything but white space and one comma between
+    events, a truncated end, a kept event that does not parse): the full parse then reads it
+    and says what is wrong.
+    """
+    marks = _STEP_MARKS + (_COPY_MARKS if columns.selection.scope == "copies" else ())
+    try:
+        with _open(path) as handle:
+            _scan_candidates(path, handle, marks, columns)
+    except _NotPlain:
+        return False
+    return True
+
+
+def _scan_candidates(
+    path: Path, handle: IO[bytes], marks: tuple[bytes, ...], columns: _EventColumns
+) -> None:
+    guard = _DepthGuard(handle, path)
+    buffer, buffer_at = b"", 0  # bytes not yet done with, and their offset in the file
+    open_event: int | None = None  # the offset of an event that started but has not ended
+    last_end = -1  # where the last event ended, or the array's '[' before one
+    array_end: int | None = None  # the array's ']'
+    events = 0  # events done with
+    while data := handle.read(_SCAN_CHUNK):
+        offset = guard.offset
+        at, step, depth = guard.structure(data)
+        chars = np.frombuffer(data, dtype=np.uint8)
+        if array_end is not None:
+            _only_white_space(chars)  # after the array
+            continue
+        starts = at[(step == 1) & (depth == 2)]
+        ends = at[(step == -1) & (depth == 1)]
+        opened = at[(step == 1) & (depth == 1)]
+        closed = at[(step == -1) & (depth == 0)]
+        if len(opened) + (last_end >= 0) != 1 or len(closed) > 1:
+            raise _NotPlain  # no array, or a second top-level value
+        if len(opened):
+            _only_white_space(chars[: int(opened[0]) - offset])  # before the array
+        if len(starts) and (chars[starts - offset] != _OPEN_BRACE).any():
+            raise _NotPlain  # an array among the events
+        buffer += data
+        # What comes before each event that starts here: the last one's end, or the '['.
+        begun = np.concatenate(([open_event], starts)) if open_event is not None else starts
+        if not 0 <= len(begun) - len(ends) <= 1:
+            raise _NotPlain
+        left = ends if open_event is not None else np.concatenate(([last_end], ends))
+        if len(opened):
+            left[0] = int(opened[0])
+        left = left[: len(starts)]
+        commas = np.ones(len(starts), dtype=np.int64)
+        if events == 0 and open_event is None and len(starts):
+            commas[0] = 0  # the first event follows the '['
+        gaps = [(left, starts, commas)]
+        if len(closed):
+            array_end = int(closed[0])
+            if len(begun) > len(ends) or (len(ends) and ends[-1] > array_end):
+                raise _NotPlain
+            before_end = ends[-1] if len(ends) else (last_end if not len(opened) else opened[0])
+            gaps.append((np.asarray([before_end]), closed, np.zeros(1, dtype=np.int64)))
+            _only_white_space(chars[array_end + 1 - offset :])  # after the array
+        _check_gaps(np.frombuffer(buffer, dtype=np.uint8), buffer_at, gaps)
+        if len(ends):
+            complete = buffer[: int(ends[-1]) + 1 - buffer_at]
+            _parse_marked(complete, buffer_at, begun[: len(ends)], ends, events, marks, columns)
+            events += len(ends)
+            last_end = int(ends[-1])
+        elif len(opened):
+            last_end = int(opened[0])
+        open_event = int(begun[-1]) if len(begun) > len(ends) else None
+        keep_from = open_event if open_event is not None else last_end
+        buffer, buffer_at = buffer[keep_from - buffer_at :], keep_from
+    if guard.depth or guard.in_string or open_event is not None or array_end is None:
+        raise _NotPlain  # truncated
+
+
+def _only_white_space(chars: npt.NDArray[np.uint8]) -> None:
+    if not _BETWEEN_EVENTS[chars].all() or (chars == _COMMA).any():
+        raise _NotPlain
+
+
+def _check_gaps(
+    view: npt.NDArray[np.uint8], view_at: int, gaps: list[tuple[_Ints, _Ints, _Ints]]
+) -> None:
+    """Between each ``left`` and ``right`` bracket (offsets in the file; ``view`` holds the
+    bytes from ``view_at``): white space and ``commas`` commas (one between events, none
+    after '[' or before ']'). Gathered gap by gap: they are a few bytes each."""
+    before = np.concatenate([left for left, _, _ in gaps]) + 1 - view_at
+    after = np.concatenate([right for _, right, _ in gaps]) - view_at
+    expected = np.concatenate([commas for _, _, commas in gaps])
+    lengths = after - before
+    if not len(lengths):
+        return
+    if (lengths < 0).any() or (before < 0).any():
+        raise _NotPlain
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    index = np.repeat(before - bounds[:-1], lengths) + np.arange(int(bounds[-1]))
+    between = view[index]
+    if not _BETWEEN_EVENTS[between].all():
+        raise _NotPlain
+    counted = np.concatenate(([0], np.cumsum(between == _COMMA)))
+    if (counted[bounds[1:]] - counted[bounds[:-1]] != expected).any():
+        raise _NotPlain
+
+
+def _parse_marked(
+    data: bytes,
+    data_at: int,
+    starts: _Ints,
+    ends: _Ints,
+    events_before: int,
+    marks: tuple[bytes, ...],
+    columns: _EventColumns,
+) -> None:
+    """Parse the events of ``data`` (bytes from file offset ``data_at``; events from
+    ``starts`` to ``ends``, inclusive) that hold one of ``marks``, and add them in order."""
+    lower = data.lower()
+    found: list[int] = []
+    for mark in marks:
+        position = lower.find(mark)
+        while position != -1:
+            found.append(position)
+            position = lower.find(mark, position + 1)
+    if not found:
+        return
+    # Between events there is only white space and commas: a mark is inside the event
+    # whose end is the first at or after it.
+    numbers = np.unique(np.searchsorted(ends, np.asarray(found, dtype=np.int64) + data_at))
+    for number in numbers.tolist():
+        start, end = int(starts[number]) - data_at, int(ends[number]) - data_at
+        try:
+            event = json.loads(
+                data[start : end + 1], parse_float=Decimal, parse_constant=_no_constant
+            )
+        except (ValueError, RecursionError) as exc:
+            raise _NotPlain from exc
+        columns.seen = events_before + number
+        columns.add(event)
+
+
+def _no_constant(name: str) -> None:
+    """JSON has no NaN or Infinity (Python's json module reads them; ijson does not)."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def _read_layout(path: Path) -> tuple[Literal["object", "array"], dict[str, Any]]:
