@@ -4,10 +4,12 @@ complete event kept."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from decimal import ROUND_HALF_EVEN, Decimal
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import chrome_trace
-from perfgate.model import MAX_TIME_US, Category, Profile
+from perfgate.model import CPU_OPS, MAX_TIME_US, Category, Profile
 
 DATA = Path(__file__).parent / "data"
 TRACES = [
@@ -25,9 +27,15 @@ TRACES = [
 ]
 
 
+def keep_everything(patch: pytest.MonkeyPatch) -> None:
+    """Every complete event parsed and kept: no selection, no scan for marked events."""
+    patch.setattr(chrome_trace._Selection, "wants", lambda self, event, name: True)
+    patch.setattr(chrome_trace, "_read_candidates", lambda path, columns: False)
+
+
 def read_keeping_everything(path: Path, monkeypatch: pytest.MonkeyPatch) -> Profile:
     with monkeypatch.context() as patch:
-        patch.setattr(chrome_trace._Selection, "wants", lambda self, event, name: True)
+        keep_everything(patch)
         return chrome_trace.read(path)
 
 
@@ -57,7 +65,7 @@ def test_a_reading_keeps_fewer_events(
 ) -> None:
     selective = len(chrome_trace._read_trace(DATA / path).events)
     with monkeypatch.context() as patch:
-        patch.setattr(chrome_trace._Selection, "wants", lambda self, event, name: True)
+        keep_everything(patch)
         everything = len(chrome_trace._read_trace(DATA / path).events)
     assert selective < everything
     if kept is not None:
@@ -127,11 +135,11 @@ def test_time_stamps_and_durations_read_as_the_decimal_they_write(
 
 def read_in_full(path: Path, scope: chrome_trace._Scope) -> chrome_trace._Trace:
     original = chrome_trace._read_candidates
-    chrome_trace._read_candidates = lambda path, columns: False  # type: ignore[assignment]
+    chrome_trace._read_candidates = lambda path, columns: False
     try:
         return chrome_trace._read_trace(path, scope)
     finally:
-        chrome_trace._read_candidates = original  # type: ignore[assignment]
+        chrome_trace._read_candidates = original
 
 
 def assert_same_trace(fast: chrome_trace._Trace, full: chrome_trace._Trace) -> None:
@@ -140,22 +148,41 @@ def assert_same_trace(fast: chrome_trace._Trace, full: chrome_trace._Trace) -> N
     assert fast.process_labels == full.process_labels
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 64, 4096, 8 << 20])
-@pytest.mark.parametrize("scope", ["copies", "steps"])
+@pytest.mark.parametrize(
+    ("chunk", "scope"),
+    [
+        *((chunk, scope) for chunk in (1, 7, 64, 4096, 8 << 20) for scope in ("copies", "steps")),
+        # A Kineto header is searched again while the array of events has not begun: a byte
+        # at a time through one takes minutes.
+        *((chunk, "all") for chunk in (7, 64, 4096, 8 << 20)),
+    ],
+)
 def test_marked_events_read_as_the_full_parse_reads_them_in_chunks_of_any_size(
     chunk: int, scope: chrome_trace._Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chrome_trace, "_SCAN_CHUNK", chunk)
-    path = DATA / "ascend_timeline/trace_view_tiny.json"
-    if chunk >= 4096:
-        path = DATA / "ascend_timeline/trace_view.json"
+    small = chunk < 4096  # a byte at a time through a big trace takes minutes
+    if scope == "all":  # a Kineto trace (an Ascend timeline read whole parses every event)
+        path = (
+            DATA
+            / "kineto"
+            / (
+                "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+                if small
+                else "sampled_rank-0.json.gz"
+            )
+        )
+    else:
+        path = DATA / "ascend_timeline" / ("trace_view_tiny.json" if small else "trace_view.json")
     fast = chrome_trace._read_trace(path, scope)
     assert_same_trace(fast, read_in_full(path, scope))
-    if scope == "copies" and path.name == "trace_view.json":
-        assert (fast.events["name"] == "MEMCPY_ASYNC").sum() > 0
-    assert fast.events["name"].str.startswith("ProfilerStep#").any() or path.name.endswith(
-        "tiny.json"
-    )
+    names = fast.events["name"]
+    if scope == "copies" and not small:
+        assert (names == "MEMCPY_ASYNC").sum() > 0
+    if scope == "all":
+        assert fast.events["cat"].isin(chrome_trace.GPU_EVENT_CATS).any() or small
+    if not small:
+        assert names.str.startswith("ProfilerStep#").any()
 
 
 def test_an_escaped_mark_is_still_read(tmp_path: Path) -> None:
@@ -214,3 +241,79 @@ def test_damage_inside_an_event_no_table_uses_does_not_stop_a_copies_reading(
     )
     with pytest.raises(ProfileError, match="not valid JSON"):
         chrome_trace._read_trace(path, "all")
+
+
+def test_a_gpu_trace_keeps_its_cpu_ops_only_for_the_step_marks() -> None:
+    path = DATA / "kineto/benchmark_result_2869224_1695835535_trace.json.gz"  # deviceProperties
+    events = chrome_trace._read_trace(path).events
+    assert events["cat"].isin(chrome_trace.GPU_EVENT_CATS).any()
+    ops = events.loc[events["cat"] == "cpu_op", "name"]
+    assert ops.str.startswith("ProfilerStep#").all()
+    with pytest.MonkeyPatch.context() as patch:
+        keep_everything(patch)
+        everything = chrome_trace._read_trace(path).events
+    assert (everything["cat"] == "cpu_op").sum() == 359
+
+
+def test_a_trace_with_device_properties_but_no_gpu_event_is_read_again_for_its_cpu_ops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recorded on a GPU machine with CPU activity only: the header names the GPU, the
+    # events are CPU ops, and they are the tasks.
+    with gzip.open(DATA / "kineto/benchmark_result_2869224_1695835535_trace.json.gz") as file:
+        document = json.load(file)
+    assert document["deviceProperties"]
+    document["traceEvents"] = [
+        e for e in document["traceEvents"] if e.get("cat") not in chrome_trace.GPU_EVENT_CATS
+    ]
+    path = tmp_path / "cpu_activity.pt.trace.json"
+    path.write_text(json.dumps(document))
+    selections: list[bool] = []
+    original = chrome_trace._read_events
+
+    def spy(*args: Any) -> chrome_trace._Trace:
+        selections.append(args[-1].cpu_ops)
+        return original(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(chrome_trace, "_read_events", spy)
+        profile = chrome_trace.read(path)
+    assert selections == [False, True]
+    assert profile.metadata["task_basis"] == CPU_OPS
+    assert len(profile.tasks) > 0
+    pd.testing.assert_frame_equal(profile.tasks, read_keeping_everything(path, monkeypatch).tasks)
+
+
+def kineto_text() -> str:
+    with gzip.open(DATA / "kineto/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "rt") as file:
+        return file.read()
+
+
+def test_traceevents_in_a_header_string_is_not_taken_for_the_array(tmp_path: Path) -> None:
+    document = json.loads(kineto_text())
+    header = {"note": 'a "traceEvents": [ in a string', **document}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(header))
+    assert_same_trace(chrome_trace._read_trace(path), read_in_full(path, "all"))
+    assert len(chrome_trace._read_trace(path).events) > 0
+
+
+def test_a_second_traceevents_array_gets_the_full_parse(tmp_path: Path) -> None:
+    text = kineto_text().rstrip()
+    assert text.endswith("}")
+    # Both arrays' events are read by the full parse (ijson), and so by this reading.
+    events = json.loads(text)["traceEvents"]
+    path = tmp_path / "trace.json"
+    path.write_text(text[:-1] + ', "traceEvents": ' + json.dumps(events[:3]) + "}")
+    calls: list[bool] = []
+    original = chrome_trace._read_candidates
+
+    def spy(path: Path, columns: chrome_trace._EventColumns) -> bool:
+        calls.append(original(path, columns))
+        return calls[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chrome_trace, "_read_candidates", spy)
+        trace = chrome_trace._read_trace(path)
+    assert calls == [False]
+    assert_same_trace(trace, read_in_full(path, "all"))

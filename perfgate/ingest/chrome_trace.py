@@ -446,29 +446,50 @@ def _first_line(exc: BaseException) -> str:
 
 def _read_trace(path: Path, scope: _Scope = "all") -> _Trace:
     """Stream ``path`` into a :class:`_Trace` of the X events ``scope`` needs
-    (:class:`_Selection`)."""
+    (:class:`_Selection`).
+
+    A Kineto trace with ``deviceProperties`` is read first without its CPU ops (a GPU trace's
+    tasks are its GPU events; the CPU ops give only the step marks), and read again with
+    them when it holds no GPU event after all.
+    """
     with _json_errors(path):
         layout, header = _read_layout(path)
-        prefix = "traceEvents.item" if layout == "object" else "item"
-        if layout == "array" and scope in ("copies", "steps"):
-            columns = _EventColumns(path, _Selection(layout, scope))
-            if _read_candidates(path, columns):
-                return _Trace(
-                    layout, header, columns.frame(), columns.process_names, columns.process_labels
-                )
-            # Something other than a plain array of objects: the full parse says what.
-        columns = _EventColumns(path, _Selection(layout, scope))
-        with _guarded(path) as handle:
-            for event in ijson.items(handle, prefix, buf_size=_READ_CHUNK):
-                columns.add(event)
+        if layout == "object" and scope == "all" and header.get("deviceProperties"):
+            trace = _read_events(path, layout, header, _Selection(layout, scope, cpu_ops=False))
+            if trace.events["cat"].isin(GPU_EVENT_CATS).any():
+                return trace
+        return _read_events(path, layout, header, _Selection(layout, scope))
+
+
+def _read_events(
+    path: Path, layout: Literal["object", "array"], header: dict[str, Any], selection: _Selection
+) -> _Trace:
+    """The events ``selection`` keeps: only those parsed where the file allows
+    (:func:`_read_candidates`), else all of them streamed through ijson."""
+    if selection.scope != "all" or layout == "object":
+        columns = _EventColumns(path, selection.fresh())
+        if _read_candidates(path, columns):
+            return _Trace(
+                layout, header, columns.frame(), columns.process_names, columns.process_labels
+            )
+        # Something other than a plain array of objects: the full parse says what.
+    columns = _EventColumns(path, selection.fresh())
+    prefix = "traceEvents.item" if layout == "object" else "item"
+    with _guarded(path) as handle:
+        for event in ijson.items(handle, prefix, buf_size=_READ_CHUNK):
+            columns.add(event)
     return _Trace(layout, header, columns.frame(), columns.process_names, columns.process_labels)
 
 
-# What an event that a ``copies`` or ``steps`` reading keeps must contain, in lower case: a
-# step mark's name, a metadata event's phase, a \\u escape (which could spell anything),
-# and for copies a copy task type (in its Task Type or, where that says nothing, its name).
+# What an event a reading keeps must contain, in lower case (the scan looks for these before
+# anything is parsed): a step mark's name, a metadata event's phase, a \\u escape (which
+# could spell anything); for copies of an Ascend timeline a copy task type (in its Task Type
+# or, where that says nothing, its name); for a Kineto trace the categories it keeps.
 _STEP_MARKS = (b"profilerstep#", b'"m"', b"\\u")
 _COPY_MARKS = tuple(kind.lower().encode() for kind in sorted(ASCEND_COPY))
+_GPU_MARKS = (*(f'"{cat}"'.encode() for cat in GPU_EVENT_CATS), b'"user_annotation"')
+_CPU_OP_MARK = b'"cpu_op"'
+_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SCAN_CHUNK = 8 * 1024 * 1024
 _BETWEEN_EVENTS = np.zeros(256, dtype=np.bool_)
 _BETWEEN_EVENTS[list(b" \t\r\n,")] = True
@@ -476,37 +497,48 @@ _COMMA = ord(",")
 
 
 class _NotPlain(Exception):
-    """The timeline is not a plain array of objects: the full parse reads it."""
+    """The events are not a plain array of objects: the full parse reads them."""
+
+
+def _marks(selection: _Selection) -> tuple[bytes, ...]:
+    """What the events a reading keeps contain (:data:`_STEP_MARKS` …)."""
+    if selection.scope == "steps":
+        return _STEP_MARKS
+    if selection.layout == "array":
+        return _STEP_MARKS + (_COPY_MARKS if selection.scope == "copies" else ())
+    return _STEP_MARKS + _GPU_MARKS + ((_CPU_OP_MARK,) if selection.cpu_ops else ())
 
 
 def _read_candidates(path: Path, columns: _EventColumns) -> bool:
-    """Read an Ascend timeline (a JSON array of events) for the few events a ``copies`` or
-    ``steps`` reading keeps, parsing only those: the bytes are scanned for the array's events
-    (brackets outside strings, as :class:`_DepthGuard` counts them), and only the events that
-    hold a mark of what is kept (:data:`_STEP_MARKS`, for copies also :data:`_COPY_MARKS`) are
-    parsed, in file order, through the same :class:`_Selection`. torch_npu's trace_view.json
-    holds millions of host and CANN events around a few thousand step marks and copies.
+    """Read a trace for the events ``columns.selection`` keeps, parsing only those: the bytes
+    are scanned for the events (brackets outside strings, as :class:`_DepthGuard` counts
+    them), and only the events that hold a mark of what is kept (:func:`_marks`) are parsed,
+    in file order, through the same :class:`_Selection`. torch_npu's trace_view.json holds
+    millions of host and CANN events around a few thousand step marks and copies; a Kineto
+    trace, runtime calls, flows and CPU ops beside its kernels.
 
     The events left unparsed are checked for their nesting and strings only, not for being
     valid JSON inside: no table uses them. False, with ``columns`` to be dropped, when the
-    file is not a plain array of objects (anything but white space and one comma between
-    events, a truncated end, a kept event that does not parse): the full parse then reads it
-    and says what is wrong.
+    events are not a plain array of objects (anything but white space and one comma between
+    them, a truncated end, a kept event that does not parse, a second ``traceEvents``): the
+    full parse then reads the file and says what is wrong.
     """
-    marks = _STEP_MARKS + (_COPY_MARKS if columns.selection.scope == "copies" else ())
     try:
         with _open(path) as handle:
-            _scan_candidates(path, handle, marks, columns)
+            _scan_candidates(path, handle, columns)
     except _NotPlain:
         return False
     return True
 
 
-def _scan_candidates(
-    path: Path, handle: IO[bytes], marks: tuple[bytes, ...], columns: _EventColumns
-) -> None:
+def _scan_candidates(path: Path, handle: IO[bytes], columns: _EventColumns) -> None:
     guard = _DepthGuard(handle, path)
+    # The array of events: the top-level value (an Ascend timeline) or traceEvents' value;
+    # its events are one level deeper.
+    base = 1 if columns.selection.layout == "array" else 2
     buffer, buffer_at = b"", 0  # bytes not yet done with, and their offset in the file
+    array_start: int | None = None  # the array's '['
+    before_array: list[tuple[_Ints, _Ints, _Ints]] = []  # the brackets before it
     open_event: int | None = None  # the offset of an event that started but has not ended
     last_end = -1  # where the last event ended, or the array's '[' before one
     array_end: int | None = None  # the array's ']'
@@ -516,51 +548,83 @@ def _scan_candidates(
         at, step, depth = guard.structure(data)
         chars = np.frombuffer(data, dtype=np.uint8)
         if array_end is not None:
-            _only_white_space(chars)  # after the array
+            _after_the_array(chars, base)
             continue
-        starts = at[(step == 1) & (depth == 2)]
-        ends = at[(step == -1) & (depth == 1)]
-        opened = at[(step == 1) & (depth == 1)]
-        closed = at[(step == -1) & (depth == 0)]
-        if len(opened) + (last_end >= 0) != 1 or len(closed) > 1:
-            raise _NotPlain  # no array, or a second top-level value
-        if len(opened):
-            _only_white_space(chars[: int(opened[0]) - offset])  # before the array
+        buffer += data
+        if array_start is None:
+            before_array.append((at, step, depth))
+            array_start = _array_start(buffer, buffer_at, before_array, base)
+            if array_start is None:
+                continue
+            last_end = array_start
+            if base == 1:
+                _only_white_space(np.frombuffer(buffer, np.uint8)[: array_start - buffer_at])
+            keep = at > array_start
+            at, step, depth = at[keep], step[keep], depth[keep]
+        starts = at[(step == 1) & (depth == base + 1)]
+        ends = at[(step == -1) & (depth == base)]
+        closed = at[(step == -1) & (depth == base - 1)]
+        if len(closed):
+            array_end = int(closed[0])
+            starts, ends = starts[starts < array_end], ends[ends < array_end]
+            _after_the_array(chars[array_end + 1 - offset :], base)
         if len(starts) and (chars[starts - offset] != _OPEN_BRACE).any():
             raise _NotPlain  # an array among the events
-        buffer += data
         # What comes before each event that starts here: the last one's end, or the '['.
         begun = np.concatenate(([open_event], starts)) if open_event is not None else starts
         if not 0 <= len(begun) - len(ends) <= 1:
             raise _NotPlain
         left = ends if open_event is not None else np.concatenate(([last_end], ends))
-        if len(opened):
-            left[0] = int(opened[0])
         left = left[: len(starts)]
         commas = np.ones(len(starts), dtype=np.int64)
         if events == 0 and open_event is None and len(starts):
             commas[0] = 0  # the first event follows the '['
         gaps = [(left, starts, commas)]
-        if len(closed):
-            array_end = int(closed[0])
-            if len(begun) > len(ends) or (len(ends) and ends[-1] > array_end):
+        if array_end is not None:
+            if len(begun) > len(ends):
                 raise _NotPlain
-            before_end = ends[-1] if len(ends) else (last_end if not len(opened) else opened[0])
-            gaps.append((np.asarray([before_end]), closed, np.zeros(1, dtype=np.int64)))
-            _only_white_space(chars[array_end + 1 - offset :])  # after the array
+            before_end = int(ends[-1]) if len(ends) else last_end
+            gaps.append((np.asarray([before_end]), np.asarray([array_end]), np.zeros(1, np.int64)))
         _check_gaps(np.frombuffer(buffer, dtype=np.uint8), buffer_at, gaps)
         if len(ends):
             complete = buffer[: int(ends[-1]) + 1 - buffer_at]
+            marks = _marks(columns.selection)
             _parse_marked(complete, buffer_at, begun[: len(ends)], ends, events, marks, columns)
             events += len(ends)
             last_end = int(ends[-1])
-        elif len(opened):
-            last_end = int(opened[0])
         open_event = int(begun[-1]) if len(begun) > len(ends) else None
         keep_from = open_event if open_event is not None else last_end
         buffer, buffer_at = buffer[keep_from - buffer_at :], keep_from
     if guard.depth or guard.in_string or open_event is not None or array_end is None:
         raise _NotPlain  # truncated
+
+
+def _array_start(
+    buffer: bytes, buffer_at: int, brackets: list[tuple[_Ints, _Ints, _Ints]], base: int
+) -> int | None:
+    """The offset of the array of events' '[' once ``buffer`` (the file from ``buffer_at``)
+    shows it: the top-level bracket of a timeline, or the one after the top-level object's
+    ``"traceEvents":`` key."""
+    at = np.concatenate([a for a, _, _ in brackets])
+    step = np.concatenate([s for _, s, _ in brackets])
+    depth = np.concatenate([d for _, _, d in brackets])
+    opening = at[(step == 1) & (depth == base)]
+    if base == 1:
+        return int(opening[0]) if len(opening) else None
+    for match in _TRACE_EVENTS_KEY.finditer(buffer):
+        bracket = buffer_at + match.end() - 1
+        if bracket in opening:  # not inside a string, and a key of the top-level object
+            return bracket
+    return None
+
+
+def _after_the_array(chars: npt.NDArray[np.uint8], base: int) -> None:
+    """After a timeline's array: white space. After traceEvents' array: the rest of the
+    object, which no table reads, unless it holds another traceEvents (ijson reads both)."""
+    if base == 1:
+        _only_white_space(chars)
+    elif b"traceevents" in chars.tobytes().lower():  # any case: ijson would say whether
+        raise _NotPlain
 
 
 def _only_white_space(chars: npt.NDArray[np.uint8]) -> None:
@@ -680,7 +744,8 @@ class _Selection:
     before its fields are parsed (most of a timeline is host, CANN and flow events no table
     uses; parsing them cost more than reading the file).
 
-    * a Kineto trace (``object``): events of :data:`_KINETO_CATS`;
+    * a Kineto trace (``object``): events of :data:`_KINETO_CATS`; with ``cpu_ops`` False, of
+      the CPU ops only the step marks;
     * an Ascend timeline (``array``), scope ``all``: events of the Ascend Hardware and Overlap
       Analysis tracks, and once the trace is known to be Ascend, only the ``ProfilerStep#N``
       marks of host tracks; none of the other Ascend tracks (CANN, AI Core Freq). A track is
@@ -691,12 +756,19 @@ class _Selection:
     * scope ``steps``: step marks.
     """
 
-    def __init__(self, layout: Literal["object", "array"], scope: _Scope) -> None:
+    def __init__(
+        self, layout: Literal["object", "array"], scope: _Scope, *, cpu_ops: bool = True
+    ) -> None:
         self.layout = layout
         self.scope = scope
+        self.cpu_ops = cpu_ops  # a Kineto trace's CPU ops, beside their step marks
         self.roles: dict[object, str] = {}
         self.ascend = False  # an Ascend track has been named: host tracks give step marks only
         self._copies: dict[tuple[str, str], bool] = {}
+
+    def fresh(self) -> _Selection:
+        """The same selection, before any event was read."""
+        return _Selection(self.layout, self.scope, cpu_ops=self.cpu_ops)
 
     def name_process(self, pid: object, name: str) -> None:
         if name in _ASCEND_PROCESSES:
@@ -709,7 +781,9 @@ class _Selection:
             return name.startswith("ProfilerStep#")
         if self.layout == "object":
             cat = event.get("cat")
-            return isinstance(cat, str) and cat in _KINETO_CATS
+            if not isinstance(cat, str) or cat not in _KINETO_CATS:
+                return False
+            return cat != "cpu_op" or self.cpu_ops or name.startswith("ProfilerStep#")
         if self.scope == "copies":
             return name.startswith("ProfilerStep#") or self._is_copy(event, name)
         pid = event.get("pid")
