@@ -164,16 +164,27 @@ def run_ab(
     started = time.perf_counter()
     with worktree(repo_dir, base_sha) as base_tree:
         checkouts = {BASE: base_tree, HEAD: top}
+        arguments = {HEAD: list(pytest_args)}
+        base_args, new_paths = _base_arguments(pytest_args, top / relative, base_tree / relative)
+        if new_paths:
+            say(
+                f"perfgate ab: {', '.join(new_paths)} not in the base {ref}: its benchmarks are "
+                "new (no-baseline)"
+            )
+        if base_args is not None:
+            arguments[BASE] = base_args
         for pair in range(pairs):
             order = (BASE, HEAD) if pair % 2 == 0 else (HEAD, BASE)
             for side in order:
+                if side not in arguments:
+                    continue  # the base has none of the paths asked for
                 records = out_dir / side / str(pair) / "records"
                 env = measuring_env()
                 env["PYTHONPATH"] = _python_path(checkouts[side], env)
                 say(f"perfgate ab: pair {pair + 1} of {pairs}, {side} ({checkouts[side]})")
                 session_started = time.perf_counter()
                 done = subprocess.run(
-                    measuring_command(pytest_args, pair, records, xdist),
+                    measuring_command(arguments[side], pair, records, xdist),
                     cwd=checkouts[side] / relative,
                     env=env,
                     capture_output=True,
@@ -232,6 +243,55 @@ def run_ab(
             )
         )
     return run
+
+
+def _base_arguments(
+    pytest_args: Sequence[str], head_dir: Path, base_dir: Path
+) -> tuple[list[str] | None, list[str]]:
+    """The pytest arguments for the base's sessions, and the test paths left out of them:
+    those of this tree (a directory or a ``.py`` file, ``::`` node ids included, that git
+    tracks or would track) that the base does not have — a pull request that adds a
+    benchmark file. None for the arguments when no path asked for is on the base: its
+    sessions would collect nothing asked for (or, with no path left, everything)."""
+    new: list[str] = []
+    paths = 0
+    for arg in pytest_args:
+        if arg.startswith("-"):
+            continue
+        path = arg.split("::", 1)[0]
+        if not (path.endswith(".py") or (head_dir / path).is_dir()):
+            continue
+        if not (head_dir / path).exists():
+            continue
+        paths += 1
+        if not (base_dir / path).exists() and _in_tree(head_dir, path):
+            new.append(arg)
+    if not new:
+        return list(pytest_args), []
+    if len(new) == paths:
+        return None, new
+    return [arg for arg in pytest_args if arg not in new], new
+
+
+def _in_tree(where: Path, path: str) -> bool:
+    """Whether git tracks ``path`` (relative to ``where``) or would (untracked, not ignored)."""
+    done = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(where),
+            "ls-files",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "--",
+            path,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode == 0 and bool(done.stdout.strip())
 
 
 def _missing_on_base(name: str, base_sha: str, ref: str) -> Comparison:

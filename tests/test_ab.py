@@ -17,6 +17,7 @@ import pytest
 from conftest import GIT_ENV, GitRepo
 
 import perfgate
+from perfgate import ab
 from perfgate.cli import main
 
 # The exit statuses of DESIGN §7 (as for `perfgate compare`).
@@ -212,6 +213,55 @@ def test_a_four_times_heavier_step_in_the_index_fails_on_step_time(project: GitR
         done.stdout,
     ), done.stdout
     assert project.repo.git.diff("--cached", "--name-only") == "bench/test_loop.py"
+
+
+@pytest.mark.slow
+def test_a_benchmark_file_the_base_does_not_have_is_new_not_an_error(project: GitRepo) -> None:
+    # A pull request adds a benchmark file and names it: the base's sessions run without it,
+    # and its benchmark reads no-baseline beside the compared one.
+    project.write("bench/test_new.py", BENCHMARK.replace("def test_loop", "def test_fresh"))
+    done = perfgate_ab(
+        project.path,
+        *("--base", "HEAD", "--pairs", "2", "--"),
+        *("bench/test_loop.py", "bench/test_new.py::test_fresh", "--perfgate-profiler=none"),
+    )
+    assert done.returncode == EXIT_PASS, done.stdout + done.stderr
+    assert (
+        "perfgate ab: bench/test_new.py::test_fresh not in the base HEAD: its benchmarks are "
+        "new (no-baseline)" in done.stderr
+    )
+    results = _results(project.path / "perfgate-out" / "ab" / "results.json")
+    verdicts = {run["benchmark"]: run["verdict"] for run in results["runs"]}
+    assert verdicts["fresh"] == "no-baseline"
+    assert verdicts["loop"] not in ("no-baseline", "error", "regression")
+    assert [side for _, side, _ in sessions(done.stderr)] == ["base", "head", "head", "base"]
+
+
+def test_the_base_sessions_leave_out_only_test_paths_it_lacks(project: GitRepo) -> None:
+    head = project.path
+    project.write("bench/test_new.py", BENCHMARK)
+    project.write("notes.json", "{}")  # an option's value that happens to be a new file
+    base = project.path.parent / "base-copy"
+    project.repo.git.worktree("add", "--quiet", "--detach", str(base), "HEAD")
+    try:
+        args = ["-k", "loop", "bench/test_loop.py", "bench/test_new.py", "--out", "notes.json"]
+        assert ab._base_arguments(args, head, base) == (
+            ["-k", "loop", "bench/test_loop.py", "--out", "notes.json"],
+            ["bench/test_new.py"],
+        )
+        # Only new paths: the base has nothing asked for, and runs no session.
+        assert ab._base_arguments(["bench/test_new.py", "-q"], head, base) == (
+            None,
+            ["bench/test_new.py"],
+        )
+        # An ignored file is not the tree's; a path on both sides is kept.
+        project.write(".gitignore", "perfgate-out/\n__pycache__/\nbench/test_new.py\n")
+        assert ab._base_arguments(["bench", "bench/test_new.py"], head, base) == (
+            ["bench", "bench/test_new.py"],
+            [],
+        )
+    finally:
+        project.repo.git.worktree("remove", "--force", str(base))
 
 
 def _one_error_line(
