@@ -150,6 +150,20 @@ def _step_time(results: dict[str, Any]) -> dict[str, Any]:
     return metric
 
 
+def _judged(
+    done: subprocess.CompletedProcess[str], project: GitRepo, out: Path, label: str, status: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The results and the step-time judgement of an A/B run that exited with ``status``,
+    its sessions checked (printed, for the record of what the runner measured)."""
+    results = _results(out / "results.json")
+    step_time = _step_time(results)
+    print(f"{label} A/B: {step_time['change']:+.1%}, {step_time['status']}, {results['ab']}")
+    assert done.returncode == status, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    _check_sessions(done.stderr, project, out, results)
+    return results, step_time
+
+
 @pytest.mark.slow
 def test_an_unchanged_tree_passes_after_abba_sessions(project: GitRepo) -> None:
     base = project.head
@@ -157,12 +171,7 @@ def test_an_unchanged_tree_passes_after_abba_sessions(project: GitRepo) -> None:
         project.path, "--base", "HEAD", "--pairs", "2", "--", "bench", "--perfgate-profiler=none"
     )
     out = project.path / "perfgate-out" / "ab"
-    results = _results(out / "results.json")
-    step_time = _step_time(results)
-    print(f"unchanged A/B: {step_time['change']:+.1%}, {step_time['status']}, {results['ab']}")
-    assert done.returncode == EXIT_PASS, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    _check_sessions(done.stderr, project, out, results)
+    results, step_time = _judged(done, project, out, "unchanged", EXIT_PASS)
     assert results["ab"]["base"] == base
     [run] = results["runs"]
     assert run["verdict"] not in ("regression", "error")
@@ -194,12 +203,7 @@ def test_a_four_times_heavier_step_in_the_index_fails_on_step_time(project: GitR
         *("--", ".", "--perfgate-profiler=none"),
     )
     out = project.path / "bench" / "perfgate-out" / "ab"
-    results = _results(out / "results.json")
-    step_time = _step_time(results)
-    print(f"4x heavier A/B: {step_time['change']:+.1%}, {step_time['status']}, {results['ab']}")
-    assert done.returncode == EXIT_REGRESSION, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    _check_sessions(done.stderr, project, out, results)
+    results, step_time = _judged(done, project, out, "4x heavier", EXIT_REGRESSION)
     [run] = results["runs"]
     assert run["verdict"] == "regression"
     assert run["comparison"]["current"] == {"commit": base, "dirty": True, "mode": "ab"}

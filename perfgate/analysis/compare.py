@@ -45,7 +45,7 @@ in ``benchmarks/verdict_quality.py`` (``docs/verdict-quality.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -778,25 +778,25 @@ def _witness(
     loads = [others_cpus(r) for r in (*sessions, current)]
     known = [load for load in loads if load is not None]
     judgement.others_cpus = max(known) if known else None
-    cur_cpu = _cpu_rounds(current)
-    base_cpu = [b for b in (_cpu_rounds(s) for s in sessions) if b is not None]
-    if cur_cpu is not None and base_cpu and len(base_cpu) == len(sessions):
-        cpu = judge_rounds(
-            rule, base_cpu[0], cur_cpu, stats, history=base_cpu[1:], look=look, log=True
+
+    def judged(rounds_of: Callable[[RunRecord], RoundValues | None]) -> MetricJudgement | None:
+        """The witness's own judgement, where every session and the current run have it."""
+        current_rounds = rounds_of(current)
+        bases = [b for b in (rounds_of(s) for s in sessions) if b is not None]
+        if current_rounds is None or not bases or len(bases) != len(sessions):
+            return None
+        return judge_rounds(
+            rule, bases[0], current_rounds, stats, history=bases[1:], look=look, log=True
         )
+
+    cpu = judged(_cpu_rounds)
+    unqueued = judged(_unqueued_rounds)
+    if cpu is not None:
         judgement.cpu_change = cpu.change
-    else:
-        cpu = None
-    cur_own = _unqueued_rounds(current)
-    base_own = [b for b in (_unqueued_rounds(s) for s in sessions) if b is not None]
-    if cur_own is not None and base_own and len(base_own) == len(sessions):
-        witness = judge_rounds(
-            rule, base_own[0], cur_own, stats, history=base_own[1:], look=look, log=True
-        )
-        judgement.unqueued_change = witness.change
-    elif cpu is not None:
-        witness = cpu
-    else:
+    if unqueued is not None:
+        judgement.unqueued_change = unqueued.change
+    witness = unqueued if unqueued is not None else cpu
+    if witness is None:
         return
     busy = judgement.others_cpus is not None and judgement.others_cpus >= QUIET_OTHERS_CPUS
     if witness.status is not MetricStatus.REGRESSION and busy:

@@ -333,13 +333,19 @@ class _DepthGuard:
             self._scan(data)
         return data
 
-    def _scan(self, data: bytes) -> None:
-        self.structure(data)
-
     def structure(self, data: bytes) -> tuple[_Ints, _Ints, _Ints]:
         """Check ``data``, the next bytes of the file, and return its brackets outside strings:
         where they are (offsets in the file), +1 for an opening one and −1 for a closing one,
         and the depth after each."""
+        offset = self.offset
+        at, step, depth = self._scan(data)
+        brackets = step != 0
+        return at[brackets] + offset, step[brackets], depth[brackets]
+
+    def _scan(self, data: bytes) -> tuple[_Ints, _Ints, _Ints]:
+        """Check ``data``, the next bytes of the file: its quotes and brackets (offsets in the
+        data), the depth change of each (0 for quotes and brackets inside strings) and the
+        depth after each."""
         chars = np.frombuffer(data, dtype=np.uint8)
         n = len(chars)
         if not n:
@@ -372,10 +378,8 @@ class _DepthGuard:
             self.depth = int(depth[-1])
             self.in_string = bool((int(flips[-1]) + self.in_string) % 2)
         self.backslashes = trailing
-        brackets = step != 0
-        where = at[brackets] + self.offset
         self.offset += n
-        return where, step[brackets], depth[brackets]
+        return at, step, depth
 
     def _real_quotes(self, chars: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.bool_], int]:
         """Which bytes are unescaped quotes (a quote after an odd run of backslashes is

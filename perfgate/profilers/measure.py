@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-import math
 import os
 import shutil
 import subprocess
@@ -157,19 +156,20 @@ def time_steps_with_cpu(
     waited for one; wall time less that wait tells slower code from a crowded machine."""
     wall: list[float] = []
     cpu: list[float] = []
-    waited: list[float] | None = [] if queue is not None else None
+    queued: list[int | None] = []  # the run-queue clock before and after each step
     for _ in range(steps):
-        queued = queue.read() if queue is not None else None
+        if queue is not None:
+            queued.append(queue.read())
         start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
         step()
         cpu.append((time.process_time_ns() - start_cpu) / 1e3)
         wall.append((time.perf_counter_ns() - start) / 1e3)
-        if waited is not None:
-            after = queue.read() if queue is not None else None
-            # A failed read (never seen) leaves the step without a figure: no witness.
-            known = after is not None and queued is not None
-            waited.append((after - queued) / 1e3 if known else math.nan)  # type: ignore[operator]
-    return wall, cpu, waited
+        if queue is not None:
+            queued.append(queue.read())
+    readings = [r for r in queued if r is not None]
+    if queue is None or len(readings) != len(queued):
+        return wall, cpu, None  # a failed read (never seen): no step has a figure
+    return wall, cpu, [(b - a) / 1e3 for a, b in zip(readings[::2], readings[1::2], strict=True)]
 
 
 @dataclass
@@ -205,7 +205,7 @@ class Timing:
             if self.cpu_time_us is not None:
                 self.cpu_time_us.extend(round(t, 3) for t in cpu)
             if self.run_queue_us is not None:
-                if waited is None or any(math.isnan(t) for t in waited):
+                if waited is None:
                     self.run_queue_us = None  # not measured for every step: none at all
                 else:
                     self.run_queue_us.extend(round(t, 3) for t in waited)
