@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.intervals import merge
+from perfgate.intervals import FloatArray, merge
 from perfgate.model import OPTIONAL_TASK_COLUMNS, TASK_COLUMNS, empty_tasks, provenance_columns
 
 
@@ -91,6 +92,9 @@ _SAME_TASK_KEYS = (
     ("stream", "core"),
     ("name",),
 )
+# Ids are compared as text (``3`` and ``"3"`` are one id); names and cores as they are.
+_ID_COLUMNS = ("stream", "task_id")
+_NAME_COLUMNS = ("name", "core")
 
 
 def tasks_not_in(
@@ -109,92 +113,161 @@ def tasks_not_in(
     Both frames have the canonical task columns; ``stream`` and ``task_id`` are used when
     present. ``one_rank``: both come from one device (a rank directory) whose rank may not be
     known yet, so ``rank`` is not compared. Each candidate is compared with the seen rows of
-    its key that start nearest before and after it (:func:`pandas.merge_asof`): linear in the
-    rows, not quadratic.
+    its key that start nearest before and after it (the last one at or before its start, the
+    first one at or after it): sorting and binary search, not a quadratic comparison. A row
+    whose start or end is not finite matches nothing.
     """
     if candidates.empty or seen.empty:
         return candidates
-    left = _match_frame(candidates, one_rank)
-    right = _match_frame(seen, one_rank)
-    # Only rows whose interval meets one of the other side's can match: a few copy tasks
-    # against half a million kernels leave a few thousand rows to sort and merge.
-    left_near = _meets_any(left, right)
-    right = right.loc[_meets_any(right, left)]
-    left = left.loc[left_near]
-    if left.empty or right.empty:
-        return candidates
+    left, right = _MatchRows.of(candidates, one_rank), _MatchRows.of(seen, one_rank)
     duplicate = np.zeros(len(candidates), dtype=bool)
     for keys in _SAME_TASK_KEYS:
-        lhs = left.loc[~duplicate[left["_row"].to_numpy()] & left[list(keys)].notna().all(axis=1)]
-        rhs = right.loc[right[list(keys)].notna().all(axis=1)]
-        if lhs.empty or rhs.empty:
+        # Only rows whose interval meets one of the other side's can match: a few copy tasks
+        # against half a million kernels leave a few thousand rows to look at.
+        lhs = left.take(~duplicate[left.rows])
+        rhs = right.take(_meets_any(right, lhs))
+        lhs = lhs.take(_meets_any(lhs, rhs))
+        if not lhs.rows.size or not rhs.rows.size:
+            break
+        codes = {c: _shared_codes(lhs.values[c], rhs.values[c], c) for c in {*keys, *_ID_COLUMNS}}
+        lhs_keyed = np.all([codes[k][0] >= 0 for k in keys], axis=0)
+        rhs_keyed = np.all([codes[k][1] >= 0 for k in keys], axis=0)
+        if not lhs_keyed.any() or not rhs_keyed.any():
             continue
-        by = ["rank", *keys]
-        # The text keys as one integer code per distinct value (both sides together): merge_asof
-        # hashes integers far faster than strings.
-        codes = {
-            k: pd.factorize(np.concatenate([lhs[k].astype(str), rhs[k].astype(str)]))[0]
-            for k in keys
-        }
-        lhs = lhs.assign(**{k: codes[k][: len(lhs)] for k in keys})
-        rhs = rhs.assign(**{k: codes[k][len(lhs) :] for k in keys})
-        lhs = lhs.sort_values("start_us", kind="stable")
-        rhs = rhs.sort_values("start_us", kind="stable")
-        rhs = rhs.rename(columns={c: f"{c}_seen" for c in rhs.columns if c not in by})
-        for direction in ("backward", "forward"):
-            pairs = pd.merge_asof(
-                lhs,
-                rhs,
-                left_on="start_us",
-                right_on="start_us_seen",
-                by=by,
-                direction=direction,
-            )
-            same = (pairs["start_us_seen"] <= pairs["end_us"]) & (
-                pairs["start_us"] <= pairs["end_us_seen"]
-            )
-            for column in ("stream", "task_id"):
+        # One integer per (rank, key…) value, equal on both sides for equal values.
+        key = _combined_codes(
+            [np.concatenate([lhs.rank[lhs_keyed], rhs.rank[rhs_keyed]])]
+            + [np.concatenate([codes[k][0][lhs_keyed], codes[k][1][rhs_keyed]]) for k in keys]
+        )
+        mine_rows, their_rows = np.flatnonzero(lhs_keyed), np.flatnonzero(rhs_keyed)
+        split = mine_rows.size
+        for nearest in _nearest_by_start(
+            key[:split], lhs.start[mine_rows], key[split:], rhs.start[their_rows]
+        ):
+            found = nearest >= 0
+            mine, theirs = mine_rows[found], their_rows[nearest[found]]
+            same = (rhs.start[theirs] <= lhs.end[mine]) & (lhs.start[mine] <= rhs.end[theirs])
+            for column in _ID_COLUMNS:
                 if column not in keys:
-                    both = pairs[column].notna() & pairs[f"{column}_seen"].notna()
-                    same &= ~both | (pairs[column] == pairs[f"{column}_seen"])
-            duplicate[pairs.loc[same.fillna(False).astype(bool), "_row"].to_numpy()] = True
+                    ours, other = codes[column][0][mine], codes[column][1][theirs]
+                    same &= (ours < 0) | (other < 0) | (ours == other)
+            duplicate[lhs.rows[mine[same]]] = True
     return candidates.loc[~duplicate]
 
 
-def _meets_any(rows: pd.DataFrame, others: pd.DataFrame) -> npt.NDArray[np.bool_]:
-    """Which of ``rows`` (``start_us``, ``end_us``) meet some interval of ``others``, ends
-    included; all of them when an interval on either side is not finite (nothing to tell)."""
-    start = rows["start_us"].to_numpy(dtype=np.float64)
-    end = rows["end_us"].to_numpy(dtype=np.float64)
-    other_start = others["start_us"].to_numpy(dtype=np.float64)
-    other_end = others["end_us"].to_numpy(dtype=np.float64)
-    if not (np.isfinite(other_start).all() and np.isfinite(other_end).all()):
-        return np.ones(len(rows), dtype=bool)
-    blocks_start, blocks_end = merge(other_start, other_end)
+@dataclass(frozen=True)
+class _MatchRows:
+    """What :func:`tasks_not_in` compares of one side, as arrays; ``rows``: their positions in
+    the side's frame."""
+
+    rows: npt.NDArray[np.int64]
+    rank: npt.NDArray[np.int64]
+    start: FloatArray
+    end: FloatArray
+    values: dict[str, npt.NDArray[np.object_]]
+
+    @classmethod
+    def of(cls, tasks: pd.DataFrame, one_rank: bool) -> _MatchRows:
+        n = len(tasks)
+        start = tasks["start_us"].to_numpy(dtype=np.float64)
+        return cls(
+            rows=np.arange(n),
+            rank=np.zeros(n, np.int64) if one_rank else tasks["rank"].to_numpy(np.int64),
+            start=start,
+            end=start + tasks["dur_us"].to_numpy(dtype=np.float64),
+            values={
+                column: (
+                    tasks[column].to_numpy(dtype=object)
+                    if column in tasks.columns
+                    else np.full(n, None, dtype=object)
+                )
+                for column in (*_ID_COLUMNS, *_NAME_COLUMNS)
+            },
+        )
+
+    def take(self, keep: npt.NDArray[np.bool_]) -> _MatchRows:
+        """The rows where ``keep`` holds and whose interval is finite."""
+        keep = keep & np.isfinite(self.start) & np.isfinite(self.end)
+        return _MatchRows(
+            self.rows[keep],
+            self.rank[keep],
+            self.start[keep],
+            self.end[keep],
+            {column: values[keep] for column, values in self.values.items()},
+        )
+
+
+def _shared_codes(
+    left: npt.NDArray[np.object_], right: npt.NDArray[np.object_], column: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The (left, right) codes of one compared column's values: equal values, equal codes on
+    both sides; −1 where the value is missing. Ids are compared as text."""
+    codes, distinct = pd.factorize(np.concatenate([left, right]))
+    if column in _ID_COLUMNS and len(distinct):
+        # Ids as text, converted once per distinct value.
+        as_text = pd.factorize(np.array([str(v) for v in distinct], dtype=object))[0]
+        codes = np.where(codes >= 0, as_text[codes], -1)
+    codes = codes.astype(np.int64)
+    return codes[: left.size], codes[left.size :]
+
+
+def _combined_codes(columns: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """One small int64 (0 to rows − 1) per row, equal where the rows are equal in every
+    column (codes ≥ 0)."""
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    size = 1
+    for column in columns:
+        codes, distinct = pd.factorize(column)
+        if size * len(distinct) >= 2**62:  # keep the products within int64
+            combined, unique = pd.factorize(combined)
+            size = len(unique)
+        combined = combined * len(distinct) + codes
+        size *= len(distinct)
+    return np.asarray(pd.factorize(combined)[0], dtype=np.int64)
+
+
+def _nearest_by_start(
+    left_key: npt.NDArray[np.int64],
+    left_start: npt.NDArray[np.float64],
+    right_key: npt.NDArray[np.int64],
+    right_start: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For each left row, the right row of the same key that starts last at or before it
+    (ties: the last of them) and the one that starts first at or after it (ties: the first);
+    −1 where there is none."""
+    # Start times replaced by their rank among all starts (equal starts, equal ranks), so that
+    # (key, start) is one exact int64 that sorts as the pair does.
+    _, start_rank = np.unique(np.concatenate([left_start, right_start]), return_inverse=True)
+    width = np.int64(start_rank.max() + 1)
+    left_at = left_key * width + start_rank[: left_key.size]
+    right_at = right_key * width + start_rank[left_key.size :]
+    order = np.argsort(right_at, kind="stable")
+    sorted_at = right_at[order]
+    found = []
+    sides: tuple[tuple[Literal["left", "right"], int], ...] = (("right", -1), ("left", 0))
+    for side, shift in sides:
+        at = np.searchsorted(sorted_at, left_at, side=side) + shift
+        inside = (at >= 0) & (at < sorted_at.size)
+        nearest = np.full(left_key.size, -1, dtype=np.int64)
+        nearest[inside] = order[at[inside]]
+        nearest[inside] = np.where(
+            right_key[nearest[inside]] == left_key[inside], nearest[inside], -1
+        )
+        found.append(nearest)
+    return found[0], found[1]
+
+
+def _meets_any(rows: _MatchRows, others: _MatchRows) -> npt.NDArray[np.bool_]:
+    """Which of ``rows`` meet some interval of ``others``, ends included; all of them when an
+    interval on either side is not finite (nothing to tell)."""
+    start, end = rows.start, rows.end
+    if not others.start.size:
+        return np.zeros(start.size, dtype=bool)
+    if not (np.isfinite(others.start).all() and np.isfinite(others.end).all()):
+        return np.ones(start.size, dtype=bool)
+    blocks_start, blocks_end = merge(others.start, others.end)
     # The last block that starts at or before a row's end meets the row when it ends at or
     # after the row's start (blocks are disjoint and sorted, so their ends increase too).
     last = np.searchsorted(blocks_start, end, side="right") - 1
     meets = (last >= 0) & (blocks_end[np.clip(last, 0, None)] >= start)
-    return meets | ~(np.isfinite(start) & np.isfinite(end))
-
-
-def _match_frame(tasks: pd.DataFrame, one_rank: bool) -> pd.DataFrame:
-    """The columns :func:`tasks_not_in` compares, ids as text (``3`` and ``"3"`` are one id)."""
-    rank = np.zeros(len(tasks), np.int64) if one_rank else tasks["rank"].to_numpy(np.int64)
-    frame = pd.DataFrame(
-        {
-            "rank": rank,
-            "start_us": tasks["start_us"].to_numpy(dtype=np.float64),
-            "end_us": (tasks["start_us"] + tasks["dur_us"]).to_numpy(dtype=np.float64),
-            "name": tasks["name"].to_numpy(dtype=object),
-            "core": tasks["core"].to_numpy(dtype=object),
-            "_row": np.arange(len(tasks)),
-        }
-    )
-    for column in ("stream", "task_id"):
-        if column in tasks.columns:
-            values = tasks[column].astype(object)
-            frame[column] = values.where(values.isna(), values.astype(str)).to_numpy()
-        else:
-            frame[column] = None
-    return frame
+    return np.asarray(meets | ~(np.isfinite(start) & np.isfinite(end)), dtype=bool)
