@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfgate.errors import ProfileError
 from perfgate.ingest import ascend_db
 from perfgate.model import SOURCE_COLUMN, Profile
 
@@ -65,3 +66,50 @@ def test_packs_stay_below_two_to_the_63() -> None:
     assert [[column for column, *_ in pack] for pack in packs] == [list("abcde"), ["f"]]
     for pack in packs:
         assert sum((radix - 1) * scale for _, _, radix, scale in pack) < 2**63
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        None,  # every cell an INTEGER: read as int64 at once
+        "UPDATE TASK SET startNs = 1000.5 WHERE rowid = 7",  # a fraction of a ns
+        "UPDATE TASK SET startNs = CAST(startNs AS REAL) WHERE rowid = 9",  # a whole REAL
+        "UPDATE TASK SET streamId = CAST(streamId AS TEXT) WHERE rowid = 7",  # a TEXT id
+        "UPDATE TASK SET taskId = NULL WHERE rowid = 3",  # an unknown task id
+        "UPDATE TASK SET deviceId = 'x' WHERE rowid = 5",  # no number at all
+    ],
+)
+def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
+    change: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The int64 reading (numpy.fromiter) would truncate 0.5 and parse '12' silently: it is
+    # used only where SQLite says every cell is an INTEGER.
+    copy = tmp_path / "msprof"
+    shutil.copytree(FIXTURES["msprof"], copy)
+    if change is not None:
+        with sqlite3.connect(_db(copy)) as conn:
+            conn.execute(change)
+        conn.close()
+    used = []
+    integer_rows = ascend_db._integer_rows
+
+    def spy(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
+        used.append(integer_rows(conn, sql) is not None)
+        return integer_rows(conn, sql)
+
+    def read(path: Path) -> Profile | str:
+        try:
+            return ascend_db.read(path)
+        except ProfileError as e:
+            return str(e)
+
+    monkeypatch.setattr(ascend_db, "_integer_rows", spy)
+    fast = read(copy)
+    monkeypatch.setattr(ascend_db, "_integer_rows", lambda conn, sql: None)
+    slow = read(copy)
+    if isinstance(fast, str) or isinstance(slow, str):
+        assert fast == slow
+    else:
+        assert_same_tables(fast, slow)
+    if change is None:
+        assert used == [True]

@@ -5,6 +5,7 @@ ids, names, cores, missing ids, ids as numbers on one side and text on the other
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,40 +28,41 @@ def _text(value: object) -> object:
 def _reference(candidates: pd.DataFrame, seen: pd.DataFrame) -> list[int]:
     """Positions of the candidates that are no seen task: per key, the seen rows of the same
     rank and key that start last at or before the candidate and first at or after it."""
-    duplicate = [False] * len(candidates)
+    mine_rows: list[dict[str, Any]] = candidates.to_dict("records")  # type: ignore[assignment]
+    seen_rows: list[dict[str, Any]] = seen.to_dict("records")  # type: ignore[assignment]
+
+    def same(a: dict[str, Any], b: dict[str, Any], column: str) -> bool:
+        if column in ("stream", "task_id"):  # ids are compared as text
+            return bool(_text(a[column]) == _text(b[column]))
+        return bool(a[column] == b[column])
+
+    duplicate = [False] * len(mine_rows)
     for keys in KEYS:
-        for i, mine in enumerate(candidates.itertuples(index=False)):
-            if duplicate[i] or not all(_known(getattr(mine, k)) for k in keys):
+        for i, mine in enumerate(mine_rows):
+            if duplicate[i] or not all(_known(mine[k]) for k in keys):
                 continue
             same_key = [
-                (j, theirs)
-                for j, theirs in enumerate(seen.itertuples(index=False))
-                if theirs.rank == mine.rank
-                and all(_known(getattr(theirs, k)) for k in keys)
-                and all(
-                    _text(getattr(theirs, k)) == _text(getattr(mine, k))
-                    if k in ("stream", "task_id")
-                    else getattr(theirs, k) == getattr(mine, k)
-                    for k in keys
-                )
+                theirs
+                for theirs in seen_rows
+                if theirs["rank"] == mine["rank"]
+                and all(_known(theirs[k]) and same(mine, theirs, k) for k in keys)
             ]
-            before = [(j, t) for j, t in same_key if t.start_us <= mine.start_us]
-            after = [(j, t) for j, t in same_key if t.start_us >= mine.start_us]
+            before = [t for t in same_key if t["start_us"] <= mine["start_us"]]
+            after = [t for t in same_key if t["start_us"] >= mine["start_us"]]
             nearest = []
             if before:  # the last of the latest start
-                latest = max(t.start_us for _, t in before)
-                nearest.append([t for _, t in before if t.start_us == latest][-1])
+                latest = max(t["start_us"] for t in before)
+                nearest.append([t for t in before if t["start_us"] == latest][-1])
             if after:  # the first of the earliest start
-                earliest = min(t.start_us for _, t in after)
-                nearest.append([t for _, t in after if t.start_us == earliest][0])
+                earliest = min(t["start_us"] for t in after)
+                nearest.append(next(t for t in after if t["start_us"] == earliest))
             for theirs in nearest:
                 overlap = (
-                    theirs.start_us <= mine.start_us + mine.dur_us
-                    and mine.start_us <= theirs.start_us + theirs.dur_us
+                    theirs["start_us"] <= mine["start_us"] + mine["dur_us"]
+                    and mine["start_us"] <= theirs["start_us"] + theirs["dur_us"]
                 )
                 ids_agree = all(
-                    not (_known(getattr(mine, c)) and _known(getattr(theirs, c)))
-                    or _text(getattr(mine, c)) == _text(getattr(theirs, c))
+                    not (_known(mine[c]) and _known(theirs[c])) or same(mine, theirs, c)
                     for c in ("stream", "task_id")
                     if c not in keys
                 )

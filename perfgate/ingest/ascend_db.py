@@ -13,6 +13,7 @@ docs/formats.md §6. Interval logic stays in integer ns; the canonical times are
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
@@ -367,6 +368,7 @@ def _read_task_rows(
         f"{task_col('taskId')} AS task_id",
         f"{task_col('connectionId')} AS connection_id",
     ]
+    select_columns = [entry.split(" AS ")[0] for entry in select]
     # (column, the STRING_IDS alias joined for it or None: no such string) and
     # (column, an SQL truth value).
     texts: list[tuple[str, str | None]] = [("task_type", "tt")]
@@ -417,6 +419,12 @@ def _read_task_rows(
         return _query(conn, schema.db, sql, "TASK"), strings
     # The joins stay SQLite's (which rows match); only what they yield changes: the code of
     # the matched string's rowid, packed with the others into int64 cells.
+    # Whether every TASK cell read is an INTEGER (the export's types): then the rows are
+    # taken as int64 without pandas' per-cell type inference (_integer_rows).
+    integer_cells = " AND ".join(
+        f"typeof({column}) = 'integer'" for column in select_columns if column.startswith("t.")
+    )
+    flags.append((_INTEGER_CELLS, integer_cells))
     fields = [
         (c, f"COALESCE({alias}.rowid - {strings.offset}, 0)" if alias else "0", strings.radix)
         for c, alias in texts
@@ -427,13 +435,49 @@ def _read_task_rows(
         for i, pack in enumerate(packs)
     ]
     sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
-    table = _query(conn, schema.db, sql, "TASK")
+    table = _integer_rows(conn, sql)
+    unpacked = _unpacked(table, packs) if table is not None else {}
+    if table is None or not unpacked[_INTEGER_CELLS].all():
+        table = _query(conn, schema.db, sql, "TASK")
+        unpacked = _unpacked(table, packs)
+    del unpacked[_INTEGER_CELLS]
+    return table.drop(columns=[f"packed_{i}" for i in range(len(packs))]).assign(
+        **unpacked
+    ), strings
+
+
+_INTEGER_CELLS = "integer_cells"
+
+
+def _unpacked(
+    table: pd.DataFrame, packs: list[list[tuple[str, str, int, int]]]
+) -> dict[str, IntArray]:
+    """The fields of the ``packed_<i>`` columns of ``table`` (see :func:`_packs`)."""
     unpacked = {}
     for i, pack in enumerate(packs):
-        packed = table.pop(f"packed_{i}").to_numpy(dtype=np.int64)
+        packed = table[f"packed_{i}"].to_numpy(dtype=np.int64)
         for column, _, radix, scale in pack:
             unpacked[column] = packed // scale % radix
-    return table.assign(**unpacked), strings
+    return unpacked
+
+
+def _integer_rows(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
+    """The rows of ``sql`` as int64 columns, or None where a cell is NULL or no integer
+    that numpy takes as one (a text or real cell may be taken, truncated: the caller checks
+    the cells' SQL types), or where the query fails (the caller's reading reports it)."""
+    try:
+        cursor = conn.execute(sql)
+        names = [column[0] for column in cursor.description]
+        rows = cursor.fetchall()
+    except sqlite3.Error:
+        return None
+    try:
+        cells = np.fromiter(
+            itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * len(names)
+        )
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return pd.DataFrame(cells.reshape(len(rows), len(names)), columns=names)
 
 
 def _packs(fields: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int, int]]]:

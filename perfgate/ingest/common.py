@@ -120,13 +120,13 @@ def tasks_not_in(
     if candidates.empty or seen.empty:
         return candidates
     left, right = _MatchRows.of(candidates, one_rank), _MatchRows.of(seen, one_rank)
+    # Only candidates whose interval meets a seen one can match: a few copy tasks against
+    # half a million kernels leave a few to look at.
+    left = left.take(_meets_any(left, right))
+    rhs = right.take(np.ones(right.rows.size, dtype=bool))  # the finite intervals
     duplicate = np.zeros(len(candidates), dtype=bool)
     for keys in _SAME_TASK_KEYS:
-        # Only rows whose interval meets one of the other side's can match: a few copy tasks
-        # against half a million kernels leave a few thousand rows to look at.
         lhs = left.take(~duplicate[left.rows])
-        rhs = right.take(_meets_any(right, lhs))
-        lhs = lhs.take(_meets_any(lhs, rhs))
         if not lhs.rows.size or not rhs.rows.size:
             break
         codes = {c: _shared_codes(lhs.values[c], rhs.values[c], c) for c in {*keys, *_ID_COLUMNS}}
