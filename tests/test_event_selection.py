@@ -305,15 +305,37 @@ def test_a_second_traceevents_array_gets_the_full_parse(tmp_path: Path) -> None:
     events = json.loads(text)["traceEvents"]
     path = tmp_path / "trace.json"
     path.write_text(text[:-1] + ', "traceEvents": ' + json.dumps(events[:3]) + "}")
-    calls: list[bool] = []
+    scans, trace = read_with_scans(path)
+    assert scans == [False]
+    assert_same_trace(trace, read_in_full(path, "all"))
+
+
+def read_with_scans(path: Path) -> tuple[list[bool], chrome_trace._Trace]:
+    """The trace, and whether each scan of it found a plain array (False: the full parse)."""
+    scans: list[bool] = []
     original = chrome_trace._read_candidates
 
     def spy(path: Path, columns: chrome_trace._EventColumns) -> bool:
-        calls.append(original(path, columns))
-        return calls[-1]
+        scans.append(original(path, columns))
+        return scans[-1]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(chrome_trace, "_read_candidates", spy)
         trace = chrome_trace._read_trace(path)
-    assert calls == [False]
+    return scans, trace
+
+
+@pytest.mark.parametrize("cut", [1, 6, 11])
+def test_a_second_traceevents_key_cut_by_a_chunk_end_is_still_seen(
+    cut: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The chunk ends ``cut`` bytes into the second key: each chunk alone holds only a part.
+    text = kineto_text().rstrip()
+    events = json.loads(text)["traceEvents"]
+    path = tmp_path / "trace.json"
+    path.write_text(text[:-1] + ', "traceEvents": ' + json.dumps(events[:3]) + "}")
+    second = path.read_bytes().rindex(b'"traceEvents"') + 1  # the key's first letter
+    monkeypatch.setattr(chrome_trace, "_SCAN_CHUNK", second + cut)
+    scans, trace = read_with_scans(path)
+    assert scans == [False]
     assert_same_trace(trace, read_in_full(path, "all"))

@@ -547,12 +547,13 @@ def _scan_candidates(path: Path, handle: IO[bytes], columns: _EventColumns) -> N
     last_end = -1  # where the last event ended, or the array's '[' before one
     array_end: int | None = None  # the array's ']'
     events = 0  # events done with
+    after = b""  # the last bytes after the array, for a key cut by a chunk's end
     while data := handle.read(_SCAN_CHUNK):
         offset = guard.offset
         at, step, depth = guard.structure(data)
         chars = np.frombuffer(data, dtype=np.uint8)
         if array_end is not None:
-            _after_the_array(chars, base)
+            after = _after_the_array(after + data, base)
             continue
         buffer += data
         if array_start is None:
@@ -571,7 +572,7 @@ def _scan_candidates(path: Path, handle: IO[bytes], columns: _EventColumns) -> N
         if len(closed):
             array_end = int(closed[0])
             starts, ends = starts[starts < array_end], ends[ends < array_end]
-            _after_the_array(chars[array_end + 1 - offset :], base)
+            after = _after_the_array(data[array_end + 1 - offset :], base)
         if len(starts) and (chars[starts - offset] != _OPEN_BRACE).any():
             raise _NotPlain  # an array among the events
         # What comes before each event that starts here: the last one's end, or the '['.
@@ -622,13 +623,20 @@ def _array_start(
     return None
 
 
-def _after_the_array(chars: npt.NDArray[np.uint8], base: int) -> None:
+def _after_the_array(data: bytes, base: int) -> bytes:
     """After a timeline's array: white space. After traceEvents' array: the rest of the
-    object, which no table reads, unless it holds another traceEvents (ijson reads both)."""
+    object, which no table reads, unless it holds another traceEvents (ijson reads both).
+    Returns the bytes to put before the next chunk's: the end of ``data``, where a key may
+    begin that the next chunk ends."""
     if base == 1:
-        _only_white_space(chars)
-    elif b"traceevents" in chars.tobytes().lower():  # any case: ijson would say whether
+        _only_white_space(np.frombuffer(data, dtype=np.uint8))
+        return b""
+    if _SECOND_KEY in data.lower():  # any case: ijson would say whether
         raise _NotPlain
+    return data[-(len(_SECOND_KEY) - 1) :]
+
+
+_SECOND_KEY = b"traceevents"
 
 
 def _only_white_space(chars: npt.NDArray[np.uint8]) -> None:
