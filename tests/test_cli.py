@@ -131,6 +131,24 @@ def test_a_profile_compared_with_itself_passes(capsys: pytest.CaptureFixture[str
     assert "verdict: PASS" in out
 
 
+def test_a_metric_one_side_lacks_shows_the_other_side_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The same model's torch_npu .db (copies recorded: 24 MEMCPY_ASYNC, 866.7 µs of a
+    # 151.889 ms step) against its text export without trace_view.json (kernels only).
+    db = DATA / "ascend_db" / "pytorch_db_level1_rank0_ascend_pt"
+    text = DATA / "ascend_db" / "pytorch_text_level1_rank0_ascend_pt"
+    assert main(["compare", str(db), str(text), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    copy = next(m for m in doc["metrics"] if m["name"] == "copy_ratio")
+    assert copy["status"] == "n/a"
+    assert copy["baseline"] == pytest.approx(866.7 / 151889.0, rel=1e-3)
+    assert copy["current"] is None and copy["change"] is None
+    assert (
+        "current: copy tasks are not recorded in this export (kernels only): copy_ratio is unknown"
+    ) in doc["benchmarks"][0]["notes"]
+
+
 def test_slowed_matmul_kernels_fail_the_gate_and_are_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -248,6 +248,11 @@ def judge_rounds(
     j.history_left_out = history_left_out
     if baseline.rounds == 0 or current.rounds == 0:
         j.status = MetricStatus.NOT_AVAILABLE
+        # The side that has the metric still shows it; the other reads n/a.
+        if baseline.rounds:
+            j.baseline = _metric_value(log, baseline.centre())
+        if current.rounds:
+            j.current = _metric_value(log, current.centre())
         return j
     pooled = _pool([baseline, *history])
     centre_b, centre_c = pooled.centre(), current.centre()
@@ -437,6 +442,11 @@ def judge_steps(
     j.n_baseline, j.n_current = int(base.size), int(cur.size)
     if base.size == 0 or cur.size == 0:
         j.status = MetricStatus.NOT_AVAILABLE
+        # The side that has the metric still shows it; the other reads n/a.
+        if base.size:
+            j.baseline = float(np.median(base))
+        if cur.size:
+            j.current = float(np.median(cur))
         return j
     j.baseline, j.current = float(np.median(base)), float(np.median(cur))
     j.reference = j.baseline
@@ -962,6 +972,18 @@ def compare_runs(
                 _witness(judgement, rule, [history[i] for i in kept], current, stats, look)
         if rule.metric == "copy_ratio":
             _count_copies(judgement, baseline, current)
+        if judgement.status is MetricStatus.NOT_AVAILABLE:
+            # Why a side lacks the metric: its profile's own note, if it has one.
+            for side, record, n in (
+                ("baseline", baseline, present[0]),
+                ("current", current, present[1]),
+            ):
+                if not n:
+                    comparison.notes.extend(
+                        f"{side}: {note}"
+                        for note in record.get("notes") or []
+                        if rule.metric in note
+                    )
         comparison.metrics.append(judgement)
     base_samples, cur_samples = baseline["samples"], current["samples"]
     # Operator times come from the profiled steps: explain them against the profiled step
