@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.report.format import format_change, format_time, short_name, terminal_width
+from perfgate.cli import main
+from perfgate.report.format import (
+    format_change,
+    format_time,
+    short_name,
+    short_names,
+    terminal_width,
+)
 from perfgate.rules import Unit
 
 TEMPLATE_KERNEL = (
@@ -40,6 +47,56 @@ def test_template_and_parameter_lists_fold_and_long_names_are_cut_in_the_middle(
     assert short_name("aten::to", 60) == "aten::to"
     cut = short_name("a" * 50 + "b" * 50, 30)
     assert len(cut) == 30 and cut.startswith("a") and cut.endswith("b") and "…" in cut
+
+
+SAMPLED_RANKS = [
+    Path(__file__).parent / "data" / "kineto" / f"sampled_rank-{rank}.json.gz" for rank in (0, 1)
+]
+
+
+@pytest.mark.parametrize("width", [24, 40, 60, 100])
+def test_look_alike_kernel_names_are_told_apart_in_a_table(width: int) -> None:
+    # Three FBGEMM kernels of the HTA sample traces that part in the middle of the name and
+    # read alike cut in the middle; two names that part only in their template lists.
+    names = [
+        "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
+        "<c10::Half, float, c10::Half, 2ul, 32>(at::GenericPackedTensorAccessor<float, 2ul, "
+        "at::RestrictPtrTraits, long>, float, float, float, long)",
+        "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_warp_per_row_1"
+        "<c10::Half, float, c10::Half, 2ul, 32>(at::GenericPackedTensorAccessor<float, 2ul, "
+        "at::RestrictPtrTraits, long>, float, float, float, long)",
+        "void split_embedding_backward_codegen_rowwise_adagrad_weighted_kernel_cta_per_row_1"
+        "<c10::Half, float, c10::Half, 2ul, 32>(at::GenericPackedTensorAccessor<float, 2ul, "
+        "at::RestrictPtrTraits, long>, float, float, float, long)",
+        TEMPLATE_KERNEL,
+        TEMPLATE_KERNEL.replace("<float>", "<c10::Half>"),
+        "aten::mm",
+        "aten::mm",  # the same operator on another core: one name, shown once as it is
+    ]
+    shown = short_names(names, width)
+    assert all(len(name) <= width for name in shown)
+    assert len(set(shown[:5])) == 5
+    assert shown[5] == shown[6] == "aten::mm"
+    # Alone, a name is cut as short_name cuts it.
+    assert short_names(names[:1], width) == [short_name(names[0], width)]
+
+
+def test_the_json_of_a_compare_holds_every_operator_its_table_lists(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Between the two HTA ranks, an NCCL kernel moved 8.6 ms/step within its noise
+    # (unchanged) and a vanished kernel 4.6 ms: the table lists the vanished one; --top 5
+    # of the JSON once kept the NCCL kernel instead, and the vanished one's full name was
+    # nowhere.
+    args = ["compare", *map(str, SAMPLED_RANKS), "--top", "5"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert main([*args, "--format", "json"]) == 0
+    operators = json.loads(capsys.readouterr().out)["benchmarks"][0]["operators"]
+    listed = [o for o in operators if o["status"] != "unchanged"]
+    assert len(listed) == 5
+    assert sum("vanished" in line for line in table.splitlines()) == 1
+    assert [o["status"] for o in listed].count("vanished") == 1
 
 
 def test_tables_fit_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from perfgate.report.format import (
     format_time,
     format_value,
     name_width,
-    short_name,
+    short_names,
 )
 
 
@@ -53,13 +53,17 @@ def render_baseline(record: BaselineRecord, top: int = 10) -> str:
             tabulate(
                 [
                     [
-                        short_name(o["op_type"], name_width(60)),
+                        name,
                         o["core"],
                         format_calls(o["calls_per_step"]),
                         format_time(o["time_per_step_us"]),
                         format_ratio(o["share"]),
                     ]
-                    for o in operators
+                    for o, name in zip(
+                        operators,
+                        short_names([o["op_type"] for o in operators], name_width(60)),
+                        strict=True,
+                    )
                 ],
                 headers=["op_type", "core", "calls/step", "time/step", "share"],
             )

@@ -25,7 +25,7 @@ from perfgate.report.format import (
     format_share,
     format_value,
     name_width,
-    short_name,
+    short_names,
 )
 from perfgate.verdict import MetricStatus, Verdict, worst
 
@@ -64,7 +64,7 @@ def operator_dict(o: OperatorDelta) -> dict[str, Any]:
 
 def comparison_dict(c: Comparison, top_operators: int | None = None) -> dict[str, Any]:
     """One benchmark's comparison as JSON (``docs/json.md``)."""
-    operators = c.operators if top_operators is None else c.operators[:top_operators]
+    operators = c.operators if top_operators is None else _top_operators(c, top_operators)
     return {
         "benchmark": c.benchmark,
         "verdict": c.verdict.value,
@@ -193,12 +193,14 @@ _OPERATOR_OTHER_COLUMNS = 100
 
 def _operator_rows(c: Comparison, top: int, *, markdown: bool = False) -> list[list[str]]:
     width = name_width(_OPERATOR_OTHER_COLUMNS, markdown=markdown)
+    operators = _changed_operators(c, top)
+    names = short_names([o.op_type for o in operators], width)
     rows = []
-    for o in _changed_operators(c, top):
+    for o, name in zip(operators, names, strict=True):
         explained = format_share(o.share_of_step_delta)
         rows.append(
             [
-                short_name(o.op_type, width),
+                name,
                 o.core,
                 format_ms(o.baseline_time_per_step_us),
                 format_ms(o.current_time_per_step_us),
@@ -256,6 +258,22 @@ def _baseline_line(c: Comparison) -> str:
 
 def _changed_operators(c: Comparison, top: int) -> list[Any]:
     return [o for o in c.operators if o.status != "unchanged"][:top]
+
+
+def _top_operators(c: Comparison, top: int) -> list[OperatorDelta]:
+    """The ``top`` operators a JSON document keeps: those the tables list (the largest
+    changes beyond noise), filled up with the largest unchanged ones; in |Δ| order. A row
+    of the terminal or PR-comment table is always found in the JSON (with its full name)."""
+    changed = {id(o) for o in _changed_operators(c, top)}
+    spare = top - len(changed)
+    kept = []
+    for o in c.operators:
+        if id(o) in changed:
+            kept.append(o)
+        elif o.status == "unchanged" and spare > 0:
+            kept.append(o)
+            spare -= 1
+    return kept
 
 
 def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:

@@ -8,6 +8,7 @@ Times are µs inside perfgate and read as ``154.484 ms``, ``50.6 µs`` or ``1.20
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from perfgate.rules import Unit
 
@@ -118,6 +119,52 @@ def short_name(name: str, width: int = 60) -> str:
     head = (width - 1) * 2 // 3
     tail = width - 1 - head
     return text[:head] + "…" + text[-tail:]
+
+
+def short_names(names: Sequence[str], width: int = 60) -> list[str]:
+    """:func:`short_name` of each of ``names`` (a table's rows), told apart where two
+    different names would read the same: the look-alikes are cut around where they part
+    (``…adagrad_unweighted_ker…`` and ``…adagrad_weighted_kerne…`` instead of two
+    ``…codegen_r…_cta_per_row_1<…>(…)``), with their template and parameter lists shown
+    when only those differ."""
+    texts = [" ".join(str(name).split()) for name in names]
+    shown = [short_name(text, width) for text in texts]
+    rows_of: dict[str, list[int]] = {}
+    for row, text in enumerate(shown):
+        rows_of.setdefault(text, []).append(row)
+    for rows in rows_of.values():
+        distinct = sorted({texts[row] for row in rows})
+        if len(distinct) < 2:
+            continue
+        folded = [_drop_nested(_drop_nested(t, "<", ">"), "(", ")") for t in distinct]
+        # Folded names that still differ are cut around their difference; else the full ones.
+        forms = folded if len(set(folded)) == len(distinct) else distinct
+        cut = {}
+        for text, form in zip(distinct, forms, strict=True):
+            parts_at = max(_common_prefix(form, other) for other in forms if other != form)
+            cut[text] = _cut_around(form, parts_at, width)
+        for row in rows:
+            shown[row] = cut[texts[row]]
+    return shown
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _cut_around(text: str, at: int, width: int) -> str:
+    """``text`` in ``width`` characters with the character at ``at`` kept: its start, the
+    part around ``at`` and its end, joined by ellipses where something is left out."""
+    if len(text) <= width:
+        return text
+    head = tail = (width - 2) // 3
+    middle = width - 2 - head - tail
+    start = at - middle // 3
+    if start <= head:  # the difference is near the start: one cut, before the end
+        return text[: width - 1 - tail] + "…" + text[-tail:]
+    if start + middle >= len(text) - tail:  # near the end: one cut, after the start
+        return text[:head] + "…" + text[-(width - 1 - head) :]
+    return text[:head] + "…" + text[start : start + middle] + "…" + text[-tail:]
 
 
 def terminal_width(default: int = 120) -> int:

@@ -26,7 +26,7 @@ from perfgate.report.format import (
     format_ms,
     format_share,
     format_value,
-    short_name,
+    short_names,
 )
 from perfgate.verdict import MetricStatus, Verdict, worst
 
@@ -92,11 +92,12 @@ def _number(value: float | None) -> float | str:
 
 def _operator_rows(comparison: Any) -> list[dict[str, Any]]:
     rows = []
-    for o in comparison.operators:
+    names = short_names([o.op_type for o in comparison.operators], 60)
+    for o, name in zip(comparison.operators, names, strict=True):
         share = o.share_of_step_delta
         rows.append(
             {
-                "op": short_name(o.op_type, 60),
+                "op": name,
                 "full": o.op_type,
                 "core": o.core,
                 "baseline": format_ms(o.baseline_time_per_step_us),

@@ -27,7 +27,7 @@ from perfgate.report.format import (
     format_ratio,
     format_time,
     name_width,
-    short_name,
+    short_names,
 )
 
 # History: 1 — first version (metrics, breakdown, per_step, operators, profile, notes).
@@ -250,17 +250,18 @@ def _breakdown_rows(analysis: RunAnalysis) -> list[list[str]]:
 
 
 def _operator_rows(analysis: RunAnalysis, top: int, *, markdown: bool = False) -> list[list[str]]:
-    width = name_width(60, markdown=markdown)
+    top_rows = analysis.operators.head(top).to_dict("records")
+    names = short_names([row["op_type"] for row in top_rows], name_width(60, markdown=markdown))
     return [
         [
-            short_name(row["op_type"], width),
+            name,
             row["core"],
             row["category"],
             format_calls(row["calls_per_step"]),
             format_time(row["time_per_step_us"]),
             format_ratio(row["share"]),
         ]
-        for row in analysis.operators.head(top).to_dict("records")
+        for row, name in zip(top_rows, names, strict=True)
     ]
 
 
