@@ -31,7 +31,7 @@ from perfgate.errors import ProfileError
 from perfgate.ingest import FormatReader
 from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
-from perfgate.ingest.common import strip_shape_quotes
+from perfgate.ingest.common import row_codes, strip_shape_quotes
 from perfgate.ingest.progress import read_whole
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
@@ -742,7 +742,7 @@ def _build_tasks(
     parent = pd.Series(False, index=raw.index)
     if keyed.any() and has_info.any():
         # The keys as one integer each (equal keys, equal integers: the columns' codes).
-        codes = _key_codes(raw, key)
+        codes = row_codes([raw[column] for column in key])
         info_keys = codes[(has_info & keyed).to_numpy()]
         parent = ~has_info & keyed & np.isin(codes, info_keys)
 
@@ -842,17 +842,6 @@ def _build_tasks(
         ),
     )
     return out, busy, notes
-
-
-def _key_codes(table: pd.DataFrame, columns: list[str]) -> IntArray:
-    """One int64 per row, equal where the rows' values in ``columns`` are equal (each column
-    factorized, the codes combined and factorized again so that they stay small)."""
-    combined = np.zeros(len(table), dtype=np.int64)
-    for column in columns:
-        codes, distinct = pd.factorize(table[column])
-        combined = combined * (len(distinct) + 1) + (codes + 1)
-        combined = pd.factorize(combined)[0].astype(np.int64)
-    return combined
 
 
 def _comm_op_tasks(

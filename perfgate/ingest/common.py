@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -135,7 +135,7 @@ def tasks_not_in(
         if not lhs_keyed.any() or not rhs_keyed.any():
             continue
         # One integer per (rank, key…) value, equal on both sides for equal values.
-        key = _combined_codes(
+        key = row_codes(
             [np.concatenate([lhs.rank[lhs_keyed], rhs.rank[rhs_keyed]])]
             + [np.concatenate([codes[k][0][lhs_keyed], codes[k][1][rhs_keyed]]) for k in keys]
         )
@@ -211,18 +211,19 @@ def _shared_codes(
     return codes[: left.size], codes[left.size :]
 
 
-def _combined_codes(columns: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-    """One small int64 (0 to rows − 1) per row, equal where the rows are equal in every
-    column (codes ≥ 0)."""
+def row_codes(columns: Sequence[pd.Series | npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
+    """One small int64 per row (0 to rows − 1), equal where the rows are equal in every one
+    of ``columns`` (a missing value equals only a missing value)."""
     combined = np.zeros(len(columns[0]), dtype=np.int64)
     size = 1
     for column in columns:
         codes, distinct = pd.factorize(column)
-        if size * len(distinct) >= 2**62:  # keep the products within int64
+        radix = len(distinct) + 1  # code −1 (missing) becomes 0
+        if size * radix >= 2**62:  # keep the products within int64
             combined, unique = pd.factorize(combined)
             size = len(unique)
-        combined = combined * len(distinct) + codes
-        size *= len(distinct)
+        combined = combined * radix + (codes + 1)
+        size *= radix
     return np.asarray(pd.factorize(combined)[0], dtype=np.int64)
 
 
