@@ -155,8 +155,8 @@ def _common_prefix(a: str, b: str) -> int:
 def _cut_around(text: str, at: int, width: int) -> str:
     """``text`` in ``width`` characters with the character at ``at`` kept: its start, the
     part around ``at`` and its end, joined by ellipses where something is left out."""
-    if len(text) <= width:
-        return text
+    if len(text) <= width or width < 8:  # too narrow for three parts: one middle cut
+        return short_name(text, width)
     head = tail = (width - 2) // 3
     middle = width - 2 - head - tail
     start = at - middle // 3
