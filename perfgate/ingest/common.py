@@ -124,34 +124,42 @@ def tasks_not_in(
     # half a million kernels leave a few to look at.
     left = left.take(_meets_any(left, right))
     rhs = right.take(np.ones(right.rows.size, dtype=bool))  # the finite intervals
+    if not left.rows.size or not rhs.rows.size:
+        return candidates
+    codes: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+
+    def code(column: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """A column's (left, right) codes, computed once, when a key first needs them."""
+        if column not in codes:
+            codes[column] = _shared_codes(left.values[column], rhs.values[column], column)
+        return codes[column]
+
     duplicate = np.zeros(len(candidates), dtype=bool)
     for keys in _SAME_TASK_KEYS:
-        lhs = left.take(~duplicate[left.rows])
-        if not lhs.rows.size or not rhs.rows.size:
+        pending = np.flatnonzero(~duplicate[left.rows])  # positions in ``left``
+        if not pending.size:
             break
-        codes = {c: _shared_codes(lhs.values[c], rhs.values[c], c) for c in {*keys, *_ID_COLUMNS}}
-        lhs_keyed = np.all([codes[k][0] >= 0 for k in keys], axis=0)
-        rhs_keyed = np.all([codes[k][1] >= 0 for k in keys], axis=0)
-        if not lhs_keyed.any() or not rhs_keyed.any():
+        mine_rows = pending[np.all([code(k)[0][pending] >= 0 for k in keys], axis=0)]
+        their_rows = np.flatnonzero(np.all([code(k)[1] >= 0 for k in keys], axis=0))
+        if not mine_rows.size or not their_rows.size:
             continue
         # One integer per (rank, key…) value, equal on both sides for equal values.
         key = row_codes(
-            [np.concatenate([lhs.rank[lhs_keyed], rhs.rank[rhs_keyed]])]
-            + [np.concatenate([codes[k][0][lhs_keyed], codes[k][1][rhs_keyed]]) for k in keys]
+            [np.concatenate([left.rank[mine_rows], rhs.rank[their_rows]])]
+            + [np.concatenate([code(k)[0][mine_rows], code(k)[1][their_rows]]) for k in keys]
         )
-        mine_rows, their_rows = np.flatnonzero(lhs_keyed), np.flatnonzero(rhs_keyed)
         split = mine_rows.size
         for nearest in _nearest_by_start(
-            key[:split], lhs.start[mine_rows], key[split:], rhs.start[their_rows]
+            key[:split], left.start[mine_rows], key[split:], rhs.start[their_rows]
         ):
             found = nearest >= 0
             mine, theirs = mine_rows[found], their_rows[nearest[found]]
-            same = (rhs.start[theirs] <= lhs.end[mine]) & (lhs.start[mine] <= rhs.end[theirs])
+            same = (rhs.start[theirs] <= left.end[mine]) & (left.start[mine] <= rhs.end[theirs])
             for column in _ID_COLUMNS:
                 if column not in keys:
-                    ours, other = codes[column][0][mine], codes[column][1][theirs]
+                    ours, other = code(column)[0][mine], code(column)[1][theirs]
                     same &= (ours < 0) | (other < 0) | (ours == other)
-            duplicate[lhs.rows[mine[same]]] = True
+            duplicate[left.rows[mine[same]]] = True
     return candidates.loc[~duplicate]
 
 
