@@ -259,9 +259,7 @@ def _nearest_by_start(
         inside = (at >= 0) & (at < sorted_at.size)
         nearest = np.full(left_key.size, -1, dtype=np.int64)
         nearest[inside] = order[at[inside]]
-        nearest[inside] = np.where(
-            right_key[nearest[inside]] == left_key[inside], nearest[inside], -1
-        )
+        nearest[inside & (right_key[nearest] != left_key)] = -1  # another key's row
         found.append(nearest)
     return found[0], found[1]
 
