@@ -134,12 +134,9 @@ def test_time_stamps_and_durations_read_as_the_decimal_they_write(
 
 
 def read_in_full(path: Path, scope: chrome_trace._Scope) -> chrome_trace._Trace:
-    original = chrome_trace._read_candidates
-    chrome_trace._read_candidates = lambda path, columns: False
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chrome_trace, "_read_candidates", lambda path, columns: False)
         return chrome_trace._read_trace(path, scope)
-    finally:
-        chrome_trace._read_candidates = original
 
 
 def assert_same_trace(fast: chrome_trace._Trace, full: chrome_trace._Trace) -> None:
@@ -298,13 +295,19 @@ def test_traceevents_in_a_header_string_is_not_taken_for_the_array(tmp_path: Pat
     assert len(chrome_trace._read_trace(path).events) > 0
 
 
-def test_a_second_traceevents_array_gets_the_full_parse(tmp_path: Path) -> None:
+def with_second_traceevents(tmp_path: Path) -> Path:
+    """The Kineto trace with a second ``traceEvents`` array (of 3 events) after the first."""
     text = kineto_text().rstrip()
     assert text.endswith("}")
-    # Both arrays' events are read by the full parse (ijson), and so by this reading.
     events = json.loads(text)["traceEvents"]
     path = tmp_path / "trace.json"
     path.write_text(text[:-1] + ', "traceEvents": ' + json.dumps(events[:3]) + "}")
+    return path
+
+
+def test_a_second_traceevents_array_gets_the_full_parse(tmp_path: Path) -> None:
+    # Both arrays' events are read by the full parse (ijson), and so by this reading.
+    path = with_second_traceevents(tmp_path)
     scans, trace = read_with_scans(path)
     assert scans == [False]
     assert_same_trace(trace, read_in_full(path, "all"))
@@ -330,10 +333,7 @@ def test_a_second_traceevents_key_cut_by_a_chunk_end_is_still_seen(
     cut: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The chunk ends ``cut`` bytes into the second key: each chunk alone holds only a part.
-    text = kineto_text().rstrip()
-    events = json.loads(text)["traceEvents"]
-    path = tmp_path / "trace.json"
-    path.write_text(text[:-1] + ', "traceEvents": ' + json.dumps(events[:3]) + "}")
+    path = with_second_traceevents(tmp_path)
     second = path.read_bytes().rindex(b'"traceEvents"') + 1  # the key's first letter
     monkeypatch.setattr(chrome_trace, "_SCAN_CHUNK", second + cut)
     scans, trace = read_with_scans(path)

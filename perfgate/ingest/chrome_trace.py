@@ -494,6 +494,8 @@ _COPY_MARKS = tuple(kind.lower().encode() for kind in sorted(ASCEND_COPY))
 _GPU_MARKS = (*(f'"{cat}"'.encode() for cat in GPU_EVENT_CATS), b'"user_annotation"')
 _CPU_OP_MARK = b'"cpu_op"'
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+# After the array: any spelling of the key, which ijson would read (or refuse) again.
+_SECOND_KEY = b"traceevents"
 _SCAN_CHUNK = 8 * 1024 * 1024
 _BETWEEN_EVENTS = np.zeros(256, dtype=np.bool_)
 _BETWEEN_EVENTS[list(b" \t\r\n,")] = True
@@ -540,6 +542,7 @@ def _scan_candidates(path: Path, handle: IO[bytes], columns: _EventColumns) -> N
     # The array of events: the top-level value (an Ascend timeline) or traceEvents' value;
     # its events are one level deeper.
     base = 1 if columns.selection.layout == "array" else 2
+    marks = _marks(columns.selection)
     buffer, buffer_at = b"", 0  # bytes not yet done with, and their offset in the file
     array_start: int | None = None  # the array's '['
     before_array: list[tuple[_Ints, _Ints, _Ints]] = []  # the brackets before it
@@ -593,7 +596,6 @@ def _scan_candidates(path: Path, handle: IO[bytes], columns: _EventColumns) -> N
         _check_gaps(np.frombuffer(buffer, dtype=np.uint8), buffer_at, gaps)
         if len(ends):
             complete = buffer[: int(ends[-1]) + 1 - buffer_at]
-            marks = _marks(columns.selection)
             _parse_marked(complete, buffer_at, begun[: len(ends)], ends, events, marks, columns)
             events += len(ends)
             last_end = int(ends[-1])
@@ -634,9 +636,6 @@ def _after_the_array(data: bytes, base: int) -> bytes:
     if _SECOND_KEY in data.lower():  # any case: ijson would say whether
         raise _NotPlain
     return data[-(len(_SECOND_KEY) - 1) :]
-
-
-_SECOND_KEY = b"traceevents"
 
 
 def _only_white_space(chars: npt.NDArray[np.uint8]) -> None:
