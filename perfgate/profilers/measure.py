@@ -156,20 +156,20 @@ def time_steps_with_cpu(
     waited for one; wall time less that wait tells slower code from a crowded machine."""
     wall: list[float] = []
     cpu: list[float] = []
-    queued: list[int | None] = []  # the run-queue clock before and after each step
+    waits: list[float] | None = [] if queue is not None else None
     for _ in range(steps):
-        if queue is not None:
-            queued.append(queue.read())
+        before = queue.read() if queue is not None else None
         start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
         step()
         cpu.append((time.process_time_ns() - start_cpu) / 1e3)
         wall.append((time.perf_counter_ns() - start) / 1e3)
-        if queue is not None:
-            queued.append(queue.read())
-    readings = [r for r in queued if r is not None]
-    if queue is None or len(readings) != len(queued):
-        return wall, cpu, None  # a failed read (never seen): no step has a figure
-    return wall, cpu, [(b - a) / 1e3 for a, b in zip(readings[::2], readings[1::2], strict=True)]
+        if queue is not None and waits is not None:
+            after = queue.read()
+            if before is None or after is None:
+                waits = None  # a failed read (never seen): no step has a figure
+            else:
+                waits.append((after - before) / 1e3)
+    return wall, cpu, waits
 
 
 @dataclass
