@@ -79,11 +79,16 @@ def test_packs_stay_below_two_to_the_63() -> None:
         "UPDATE TASK SET deviceId = 'x' WHERE rowid = 5",  # no number at all
     ],
 )
+@pytest.mark.parametrize("rows_reader", ["adbc", "fromiter"])
 def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
-    change: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    change: str | None, rows_reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The int64 reading (numpy.fromiter) would truncate 0.5 and parse '12' silently: it is
-    # used only where SQLite says every cell is an INTEGER.
+    # The int64 readings (ADBC's Arrow columns, numpy.fromiter) could truncate 0.5 and parse
+    # '12' silently: they are used only where SQLite says every cell is an INTEGER.
+    if rows_reader == "adbc":
+        pytest.importorskip("adbc_driver_sqlite", reason="the fast extra is not installed")
+    else:
+        monkeypatch.setattr(ascend_db, "_arrow_integer_rows", lambda db, sql: None)
     copy = tmp_path / "msprof"
     shutil.copytree(FIXTURES["msprof"], copy)
     if change is not None:
@@ -93,9 +98,10 @@ def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
     used = []
     integer_rows = ascend_db._integer_rows
 
-    def spy(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
-        used.append(integer_rows(conn, sql) is not None)
-        return integer_rows(conn, sql)
+    def spy(conn: sqlite3.Connection, sql: str, db: Path) -> pd.DataFrame | None:
+        rows = integer_rows(conn, sql, db)
+        used.append(rows is not None)
+        return rows
 
     def read(path: Path) -> Profile | str:
         try:
@@ -105,7 +111,7 @@ def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
 
     monkeypatch.setattr(ascend_db, "_integer_rows", spy)
     fast = read(copy)
-    monkeypatch.setattr(ascend_db, "_integer_rows", lambda conn, sql: None)
+    monkeypatch.setattr(ascend_db, "_integer_rows", lambda conn, sql, db: None)
     slow = read(copy)
     if isinstance(fast, str) or isinstance(slow, str):
         assert fast == slow
@@ -113,3 +119,38 @@ def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
         assert_same_tables(fast, slow)
     if change is None:
         assert used == [True]
+
+
+def test_adbc_reads_the_rows_numpy_reads(tmp_path: Path) -> None:
+    # The same query through both int64 readings: the same frame, column for column.
+    pytest.importorskip("adbc_driver_sqlite", reason="the fast extra is not installed")
+    db = _db(FIXTURES["torch_npu"])
+    sql = "SELECT rowid AS source_row, startNs, endNs, deviceId, taskType FROM TASK"
+    with ascend_db._connect(db) as conn:
+        arrow = ascend_db._arrow_integer_rows(db, sql)
+        assert arrow is not None and len(arrow) == 552
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(ascend_db, "_arrow_integer_rows", lambda db, sql: None)
+            numpy_rows = ascend_db._integer_rows(conn, sql, db)
+    assert numpy_rows is not None
+    pd.testing.assert_frame_equal(arrow, numpy_rows)
+
+
+@pytest.mark.parametrize("last", ["'x'", "0.5", "NULL", "2"])
+def test_adbc_reading_gives_up_on_a_cell_its_first_rows_did_not_announce(
+    last: str, tmp_path: Path
+) -> None:
+    # The driver infers a column's type from its first 1,024 rows: a later TEXT, REAL or NULL
+    # cell must not come back as an int64 (the caller then reads the rows cell by cell).
+    pytest.importorskip("adbc_driver_sqlite", reason="the fast extra is not installed")
+    db = tmp_path / "rows.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE T (v INTEGER)")
+        conn.executemany("INSERT INTO T VALUES (?)", [(i,) for i in range(3000)])
+        conn.execute(f"INSERT INTO T VALUES ({last})")
+    conn.close()
+    rows = ascend_db._arrow_integer_rows(db, "SELECT v FROM T")
+    if last == "2":
+        assert rows is not None and rows["v"].tolist() == [*range(3000), 2]
+    else:
+        assert rows is None

@@ -226,11 +226,17 @@ def write_overlap_db(path: Path, rows: pd.DataFrame, extra: list[tuple[Any, ...]
     conn.close()
 
 
+@pytest.mark.parametrize("rows_reader", ["adbc", "chunks"])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_many_synthetic_steps_give_what_the_loops_gave(
-    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    seed: int, rows_reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Read a few rows at a time where every cell is an integer (seeds 2, 3).
+    # Where every cell is an integer (seeds 2, 3) the rows are read as Arrow columns (the
+    # fast extra) or a few rows at a time.
+    if rows_reader == "adbc":
+        pytest.importorskip("adbc_driver_sqlite", reason="the fast extra is not installed")
+    else:
+        monkeypatch.setattr(ascend_db, "_arrow_integer_rows", lambda db, sql: None)
     monkeypatch.setattr(ascend_db, "_OVERLAP_CHUNK_ROWS", 997)
     rng = np.random.default_rng(seed)
     n_steps, step_ns = 600, 50_000_000

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import pandas as pd
+
 from perfgate.errors import ProfileError
 from perfgate.ingest.progress import reading
 from perfgate.model import Profile
@@ -87,5 +89,7 @@ def load_profile(path: str | Path) -> Profile:
     if path.is_dir() and not any(path.iterdir()):
         raise ProfileError(path, "directory is empty", expected=EXPECTED_LAYOUTS)
     reader = detect_reader(path)
-    with reading(path):
+    # pandas stores inferred text columns in Arrow when pyarrow is installed (the ``fast``
+    # extra); the readers work on Python strings, which Arrow storage makes a copy to reach.
+    with reading(path), pd.option_context("mode.string_storage", "python"):
         return reader.read(path)

@@ -240,6 +240,19 @@ def _starts_like_sqlite(path: Path) -> bool:
         return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
+def _read_only_uri(db: Path) -> str:
+    """The URI that opens ``db`` read-only, leaving nothing beside it.
+
+    Exports are WAL databases. Opened with mode=ro alone, sqlite creates -wal/-shm files
+    beside them and leaves them there; immutable=1 touches nothing (profiles often lie in
+    shared, read-only places). Only a non-empty -wal file (committed writes not yet copied
+    into the database: an export still being written) needs the WAL machinery.
+    """
+    wal = db.with_name(db.name + "-wal")
+    pending = wal.is_file() and wal.stat().st_size > 0
+    return db.resolve().as_uri() + ("?mode=ro" if pending else "?mode=ro&immutable=1")
+
+
 @contextmanager
 def _connect(db: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection; a file that is not SQLite is refused before sqlite sees it."""
@@ -252,15 +265,8 @@ def _connect(db: Path) -> Iterator[sqlite3.Connection]:
         raise ProfileError(
             db, "not an SQLite database", expected="a file starting with 'SQLite format 3'"
         )
-    # Exports are WAL databases. Opened with mode=ro alone, sqlite creates -wal/-shm files
-    # beside them and leaves them there; immutable=1 touches nothing (profiles often lie in
-    # shared, read-only places). Only a non-empty -wal file (committed writes not yet copied
-    # into the database: an export still being written) needs the WAL machinery.
-    wal = db.with_name(db.name + "-wal")
-    pending = wal.is_file() and wal.stat().st_size > 0
-    uri = db.resolve().as_uri() + ("?mode=ro" if pending else "?mode=ro&immutable=1")
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(_read_only_uri(db), uri=True)
     except sqlite3.Error as e:
         raise ProfileError(db, f"cannot open SQLite database: {e}") from e
     # Text that is not UTF-8 (a damaged string table) is read with U+FFFD in place of the bad
@@ -435,7 +441,7 @@ def _read_task_rows(
         for i, pack in enumerate(packs)
     ]
     sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
-    table = _integer_rows(conn, sql)
+    table = _integer_rows(conn, sql, schema.db)
     unpacked = _unpacked(table, packs) if table is not None else {}
     if table is None or not unpacked[_INTEGER_CELLS].all():
         table = _query(conn, schema.db, sql, "TASK")
@@ -461,10 +467,17 @@ def _unpacked(
     return unpacked
 
 
-def _integer_rows(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
+def _integer_rows(conn: sqlite3.Connection, sql: str, db: Path) -> pd.DataFrame | None:
     """The rows of ``sql`` as int64 columns, or None where a cell is NULL or no integer
     that numpy takes as one (a text or real cell may be taken, truncated: the caller checks
-    the cells' SQL types), or where the query fails (the caller's reading reports it)."""
+    the cells' SQL types), or where the query fails (the caller's reading reports it).
+
+    With the ``fast`` extra installed, SQLite's rows are read into Arrow columns by the ADBC
+    driver (:func:`_arrow_integer_rows`), without a Python object per cell.
+    """
+    arrow_table = _arrow_integer_rows(db, sql)
+    if arrow_table is not None:
+        return arrow_table
     try:
         cursor = conn.execute(sql)
         names = [column[0] for column in cursor.description]
@@ -478,6 +491,32 @@ def _integer_rows(conn: sqlite3.Connection, sql: str) -> pd.DataFrame | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return pd.DataFrame(cells.reshape(len(rows), len(names)), columns=names)
+
+
+def _arrow_integer_rows(db: Path, sql: str) -> pd.DataFrame | None:
+    """:func:`_integer_rows` through the ADBC SQLite driver, or None where it is not
+    installed, fails (the driver infers a column's type from its first rows and stops at a
+    cell of another type), or yields anything but int64 columns without NULL."""
+    try:
+        import adbc_driver_manager
+        import adbc_driver_sqlite.dbapi
+    except ImportError:
+        return None
+    try:
+        with (
+            adbc_driver_sqlite.dbapi.connect(_read_only_uri(db)) as conn,
+            conn.cursor() as cursor,
+        ):
+            cursor.execute(sql)
+            table = cursor.fetch_arrow_table()
+    except (adbc_driver_manager.Error, OSError):
+        return None
+    columns = {}
+    for name, column in zip(table.column_names, table.columns):
+        if str(column.type) != "int64" or column.null_count:
+            return None
+        columns[name] = column.to_numpy()
+    return pd.DataFrame(columns)
 
 
 def _packs(fields: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int, int]]]:
@@ -1126,13 +1165,17 @@ _OVERLAP_CHUNK_ROWS = 100_000
 def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
     """``deviceId, startNs, endNs, type`` of the OVERLAP_ANALYSIS rows that are numbers within
     the clock (:func:`_finite_rows`). Where every cell is an integer (SQLite says, in one scan)
-    the rows are fetched a chunk at a time straight into int64 arrays: the table pandas would
-    build, without its object columns; else the table is read whole as it is."""
+    the rows are fetched into int64 arrays (Arrow columns with the ``fast`` extra, else a
+    chunk at a time): the table pandas would build, without its object columns; else the
+    table is read whole as it is."""
     columns = ("deviceId", "startNs", "endNs", "type")
     sql = f"SELECT {', '.join(columns)} FROM OVERLAP_ANALYSIS"
     other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
     try:
         if conn.execute(f"SELECT 1 FROM OVERLAP_ANALYSIS WHERE {other} LIMIT 1").fetchone() is None:
+            arrow_rows = _arrow_integer_rows(db, sql)
+            if arrow_rows is not None and len(arrow_rows):
+                return _finite_rows(arrow_rows)
             cursor = conn.execute(sql)
             chunks = []
             while rows := cursor.fetchmany(_OVERLAP_CHUNK_ROWS):
