@@ -116,18 +116,24 @@ def us_from_text(cells: pd.Series, origin_us: int) -> pd.Series:
 class _ParsedText:
     """Decimal strings parsed once: exact parts of the plain decimals, float64 of the rest."""
 
-    def __init__(self, cells: pd.Series) -> None:
+    def __init__(self, cells: pd.Series, byte_rows: npt.NDArray[np.uint8] | None = None) -> None:
         cells = pd.Series(cells, copy=False)
         self.index = cells.index
         self.present = cells.notna().to_numpy()
-        text = cells[self.present].to_numpy(dtype=object)
+        present = cells[self.present]
         # Trailing white space (msprof's TAB) is skipped by the byte parser itself; cells it
         # cannot take as they are (leading white space, non-ASCII) are stripped and tried again.
-        self.plain, self.sign, self.whole, self.numerator, self.denominator = _plain_decimals(text)
-        self.other = np.full(len(text), np.nan, dtype=np.float64)
+        if byte_rows is None:
+            text = present.to_numpy(dtype=object)
+            parts = _plain_decimals(text)
+        else:  # the present cells' UTF-8 bytes given (see from_text): no Python strings
+            parts = _plain_decimal_rows(byte_rows)
+        self.plain, self.sign, self.whole, self.numerator, self.denominator = parts
+        self.other = np.full(len(present), np.nan, dtype=np.float64)
         if not self.plain.all():
             retry = np.flatnonzero(~self.plain)
-            stripped = np.array([str(v).strip() for v in text[retry]], dtype=object)
+            retried = present.iloc[retry].to_numpy(dtype=object)
+            stripped = np.array([str(v).strip() for v in retried], dtype=object)
             parts = _plain_decimals(stripped)
             for mine, theirs in zip(
                 (self.plain, self.sign, self.whole, self.numerator, self.denominator), parts
@@ -171,17 +177,23 @@ def _plain_decimals(
     Returns (which are plain decimals, sign ±1, integer part, fraction numerator, fraction
     denominator: a power of ten), all int64 but the first.
     """
-    n = len(text)
     try:
         raw = np.asarray(text, dtype=np.bytes_)
     except UnicodeEncodeError:  # a non-ASCII string is no plain decimal: parse the others
         raw = np.asarray([t if t.isascii() else "" for t in text], dtype=np.bytes_)
-    width = raw.dtype.itemsize
+    return _plain_decimal_rows(raw.view(np.uint8).reshape(len(text), raw.dtype.itemsize))
+
+
+def _plain_decimal_rows(
+    chars: npt.NDArray[np.uint8],
+) -> tuple[npt.NDArray[np.bool_], _Int64s, _Int64s, _Int64s, _Int64s]:
+    """:func:`_plain_decimals` of strings given as the rows of a byte matrix, each padded with
+    NUL bytes (a byte outside ASCII belongs to no plain decimal)."""
+    n, width = chars.shape
     if n == 0 or width == 0:
         no = np.zeros(n, dtype=bool)
         zero = np.zeros(n, np.int64)
         return no, np.ones(n, np.int64), zero, zero, np.ones(n, np.int64)
-    chars = raw.view(np.uint8).reshape(n, width)
     # Up to the last byte that is neither NUL (bytes_ pads with it) nor white space.
     blank = (chars == 0) | (chars == _SPACE) | ((chars >= _TAB) & (chars <= _CARRIAGE_RETURN))
     length = np.where(blank.all(axis=1), 0, width - np.argmax(~blank[:, ::-1], axis=1))
@@ -295,9 +307,14 @@ class TimeBase:
                 self._origin_us = time_origin_for(approx)
         return self.origin_us
 
-    def from_text(self, cells: pd.Series) -> pd.Series:
-        """:func:`us_from_text` with this profile's origin."""
-        parsed = _ParsedText(cells)
+    def from_text(
+        self, cells: pd.Series, byte_rows: npt.NDArray[np.uint8] | None = None
+    ) -> pd.Series:
+        """:func:`us_from_text` with this profile's origin. ``byte_rows``, when given, are the
+        UTF-8 bytes of ``cells``' present values, a row each, padded with NUL bytes: they are
+        parsed instead of the strings (only cells that are no plain decimal are taken as
+        strings)."""
+        parsed = _ParsedText(cells, byte_rows)
         return parsed.relative(self._adopt(parsed.approx()))
 
     def from_ns(self, ns: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from perfgate.errors import ProfileError
+from perfgate.ingest import ascend_csv
 from perfgate.ingest.ascend_csv import CsvColumn, read_csv_columns
 from perfgate.model import TimeBase
 
@@ -23,6 +24,16 @@ COLUMNS = [
     CsvColumn("start_us", "Start Time(us)", "time", value_required=True),
 ]
 HEADER = "Name,Stream ID,Duration(us),Wait(us),Step Id,Start Time(us)\n"
+
+
+@pytest.fixture(autouse=True, params=["pyarrow", "pandas"])
+def csv_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every rule holds for both readings of the cells: pyarrow's (the fast extra) and pandas'."""
+    if request.param == "pyarrow":
+        pytest.importorskip("pyarrow", reason="the fast extra is not installed")
+    else:
+        monkeypatch.setattr(ascend_csv, "_arrow_cells", lambda path, found: None)
+    return str(request.param)
 
 
 def read(tmp_path: Path, *rows: str):  # type: ignore[no-untyped-def]

@@ -179,8 +179,10 @@ def read_csv_columns(
     numeric = {c.header for c in found if c.kind in ("float", "int")}
     required = {c.header for c in found if c.kind in ("float", "int") and c.value_required}
     integers = {c.header for c in found if c.kind == "int"}
-    raw = None
-    if numeric:
+    raw = _arrow_cells(path, found)
+    if raw is not None and not _fit(raw, required, integers):
+        raw = None
+    if raw is None and numeric:
         # Number columns parsed by pandas' C parser (as pandas.to_numeric would: white space
         # around, N/A and empty as missing); a cell that is no number, or a required one that
         # is missing, sends the file to the text reading below, where _convert names the cell.
@@ -233,6 +235,110 @@ def _read_cells(path: Path, wanted: set[str], numeric: set[str]) -> pd.DataFrame
     )
 
 
+# Cells of time stamps longer than this are not parsed as a byte matrix (one row per cell, as
+# wide as the longest): such a column is no column of time stamps anyway.
+_MAX_BYTE_ROW = 64
+
+
+def _arrow_cells(path: Path, found: Sequence[CsvColumn]) -> pd.DataFrame | None:
+    """The cells :func:`_read_cells` gives, read by pyarrow's CSV reader where it is installed
+    (the ``fast`` extra), or None: not installed, or pyarrow refuses the file (a row of
+    another length, a number column holding text, bytes that are no UTF-8), which the pandas
+    reading then reports or takes as it always did.
+
+    Number columns come as float64 (empty and ``N/A`` cells NaN), name and text columns as
+    categoricals of the cells as written (each distinct cell converted once), time stamps as
+    Arrow strings, parsed from their bytes by :func:`_convert`.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as arrow_csv
+    except ImportError:
+        return None
+    cells = _header_cells(path)
+    position: dict[str, int] = {}
+    for i, cell in enumerate(cells):
+        position.setdefault(cell.strip(), i)
+    # Header cells as written could repeat or hold anything: columns are named by position.
+    names = [f"column {i}" for i in range(len(cells))]
+    types: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+    for column in found:
+        name = names[position[column.header]]
+        headers[name] = cells[position[column.header]]
+        if column.kind in ("float", "int"):
+            types[name] = pa.float64()
+        elif column.kind == "time":
+            types[name] = pa.string()
+        else:
+            types[name] = pa.dictionary(pa.int32(), pa.string())
+    try:
+        table = arrow_csv.read_csv(
+            path,
+            read_options=arrow_csv.ReadOptions(column_names=names, skip_rows=1, use_threads=False),
+            parse_options=arrow_csv.ParseOptions(newlines_in_values=True),
+            convert_options=arrow_csv.ConvertOptions(
+                column_types=types,
+                include_columns=list(types),
+                null_values=list(NA_STRINGS),
+                strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowException, OSError):
+        return None
+    columns: dict[str, pd.Series] = {}
+    for name, column in zip(table.column_names, table.columns):
+        kind = column.type
+        if pa.types.is_floating(kind):
+            values = column.to_numpy()
+            # pandas' parser and pyarrow's may differ on what else is a number (inf, nan):
+            # such a file is left to pandas.
+            if not np.isfinite(values[~np.isnan(values)]).all() or _nan_written(column):
+                return None
+            columns[headers[name]] = pd.Series(values, dtype=np.float64)
+        elif pa.types.is_dictionary(kind):
+            unified = column.unify_dictionaries()
+            dictionary = unified.chunk(0).dictionary.to_pylist() if unified.num_chunks else []
+            codes = np.concatenate(
+                [chunk.indices.to_numpy() for chunk in unified.chunks] or [np.zeros(0, np.int32)]
+            )
+            columns[headers[name]] = pd.Series(
+                pd.Categorical.from_codes(codes, pd.Index(dictionary, dtype=object))
+            )
+        else:
+            columns[headers[name]] = pd.Series(column, dtype=pd.ArrowDtype(pa.string()))
+    return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
+
+
+def _nan_written(column: Any) -> bool:
+    """Whether pyarrow read a NaN from the text itself (``nan``): not a missing cell."""
+    values = column.to_numpy()
+    return bool((np.isnan(values) & ~column.is_null().to_numpy()).any())
+
+
+def _byte_rows(cells: pd.Series) -> npt.NDArray[np.uint8] | None:
+    """The UTF-8 bytes of the present cells of an Arrow string Series, one row each, padded
+    with NUL bytes; None where a cell is longer than :data:`_MAX_BYTE_ROW`."""
+    import pyarrow as pa
+
+    array = pa.chunked_array(cells.array.__arrow_array__()).combine_chunks().drop_null()
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[
+        array.offset : array.offset + len(array) + 1
+    ]
+    data_buffer = array.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else None
+    lengths = np.diff(offsets)
+    width = int(lengths.max()) if len(lengths) else 0
+    if width > _MAX_BYTE_ROW:
+        return None
+    rows = np.zeros((len(lengths), width), dtype=np.uint8)
+    if width and data is not None:
+        at = np.arange(width, dtype=np.int32)
+        inside = at < lengths[:, None]
+        rows[inside] = data[(offsets[:-1, None] + at)[inside]]
+    return rows
+
+
 def _fit(raw: pd.DataFrame, required: set[str], integers: set[str]) -> bool:
     """Whether number columns parsed while reading hold what they must: a value in every row
     of a ``required`` one, whole numbers within int64 in an ``integers`` one."""
@@ -255,11 +361,16 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     ``N/A`` is kept in ``name`` columns, unknown in ``text`` ones, and no number elsewhere
     (an error where a value is required, else missing)."""
     index = cells.index
-    if cells.dtype == np.float64:  # parsed while reading (_read_cells) and checked (_fit)
+    if cells.dtype == np.float64:  # parsed while reading and checked (_fit)
         return _numbers(path, column, np.array(cells, dtype=np.float64), cells, index)
-    values = cells.to_numpy(dtype=object)
+    # Time stamps read by pyarrow (_arrow_cells) are parsed from their bytes.
+    byte_rows = _byte_rows(cells) if isinstance(cells.dtype, pd.ArrowDtype) else None
     if column.kind in ("name", "text"):
-        stripped = _stripped(values)
+        if isinstance(cells.dtype, pd.CategoricalDtype):  # each distinct cell once
+            table = [str(v).strip() for v in cells.cat.categories] + [""]
+            stripped = np.array(table, dtype=object)[cells.cat.codes.to_numpy()]
+        else:
+            stripped = _stripped(cells.to_numpy(dtype=object))
         empty = stripped == ""
         _require(path, column, empty)
         absent = empty if column.kind == "name" else empty | (stripped == NOT_AVAILABLE)
@@ -267,15 +378,16 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
     # only the cells that gave no number are looked at again, to tell empty, N/A and text.
     if column.kind == "time":
-        numbers = np.array(clock.from_text(cells), dtype=np.float64)  # a writable copy
+        # A writable copy
+        numbers = np.array(clock.from_text(cells, byte_rows), dtype=np.float64)
     else:
-        numbers = _floats(values)
+        numbers = _floats(cells.to_numpy(dtype=object))
     failed = np.flatnonzero(np.isnan(numbers))
-    text = _stripped(values[failed])
-    empty = np.zeros(len(values), dtype=bool)
+    text = _stripped(cells.iloc[failed].to_numpy(dtype=object))
+    empty = np.zeros(len(cells), dtype=bool)
     empty[failed] = text == ""
     _require(path, column, empty)
-    placeholder = np.zeros(len(values), dtype=bool)
+    placeholder = np.zeros(len(cells), dtype=bool)
     placeholder[failed] = text == NOT_AVAILABLE
     # N/A where a value is required is no number: reported with its row, as text would be.
     missing = empty | (placeholder & (not column.value_required))
