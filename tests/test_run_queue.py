@@ -39,12 +39,15 @@ def one_cpu() -> Iterator[int]:
 
 def test_a_quiet_sleeping_step_waits_for_no_cpu(one_cpu: int) -> None:
     timing = Timing(cpu_time_us=[], run_queue_us=[])
-    timing.measure(lambda: time.sleep(0.003), steps=10, warmup=1, rounds=2)
+    timing.measure(lambda: time.sleep(0.02), steps=10, warmup=1, rounds=2)
     assert timing.run_queue_us is not None and len(timing.run_queue_us) == 20
     table = timing.table()
     assert len(table["run_queue_us"]) == len(table["step_time_us"]) == 20
-    # Each step waited far less for a CPU than it slept (a wake-up is a few µs).
-    assert all(0 <= q < 0.5 * w for q, w in zip(timing.run_queue_us, timing.step_time_us))
+    # Sleeping is no waiting for a CPU: the steps waited far less than they slept (a wake-up
+    # takes a few µs; on a CI runner whose other jobs share the CPU, up to a time slice, so
+    # the steps are long and the bound is on the sum).
+    assert all(q >= 0 for q in timing.run_queue_us)
+    assert sum(timing.run_queue_us) < 0.25 * sum(timing.step_time_us)
 
 
 def test_a_neighbour_on_the_same_cpu_shows_as_run_queue_wait(one_cpu: int) -> None:
