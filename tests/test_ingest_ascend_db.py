@@ -126,6 +126,31 @@ def test_a_prof_directory_with_several_exports_reads_the_newest(tmp_path: Path) 
     assert profile.notes[0] == f"{prof} holds 2 msprof databases; read msprof_20231026000000.db"
 
 
+def test_the_folder_above_one_export_reads_that_export(tmp_path: Path) -> None:
+    # msprof --output=out writes out/PROF_*/; torch_npu's dir_name holds *_ascend_pt folders.
+    for export in (MSPROF_DIR, TORCH_PT):
+        out = tmp_path / export.name / "out"
+        folder = "PROF_000001_20231025000000000_ABC" if export == MSPROF_DIR else export.name
+        shutil.copytree(export, out / folder)
+        (out / "notes").mkdir()  # other folders are no export
+        got, expected = load_profile(out), load_profile(export)
+        assert got.source == expected.source
+        assert len(got.tasks) == len(expected.tasks) > 0
+        assert got.tasks["dur_us"].sum() == expected.tasks["dur_us"].sum()
+
+
+def test_the_folder_above_several_exports_is_refused_naming_them(tmp_path: Path) -> None:
+    for n in (1, 2):
+        shutil.copytree(MSPROF_DIR, tmp_path / f"PROF_00000{n}_20231025000000000_ABC")
+    with pytest.raises(ProfileError) as refused:
+        load_profile(tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path}: holds 2 SQLite exports (PROF_000001_20231025000000000_ABC/msprof_0.db, "
+        "PROF_000002_20231025000000000_ABC/msprof_0.db); perfgate reads one at a time "
+        "(expected one PROF_* or *_ascend_pt directory, or one .db file)"
+    )
+
+
 def test_reading_leaves_nothing_beside_the_database(tmp_path: Path) -> None:
     # The exports are WAL databases; a plain read-only open would leave -wal/-shm files.
     shutil.copyfile(MSPROF_DB, tmp_path / MSPROF_DB.name)

@@ -112,6 +112,8 @@ class _Located:
     db: Path
     source: str
     notes: list[str] = field(default_factory=list)
+    # Where a folder holds several exports (one per process or rank): all of them, refused.
+    several: list[Path] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- detection
@@ -123,8 +125,9 @@ def detect(path: Path) -> bool:
     A ``msprof_*.db`` or ``ascend_pytorch_profiler*.db`` file; an msprof ``PROF_*`` directory
     with ``msprof_*.db`` and no CSV export; a torch_npu ``*_ascend_pt`` directory (or its
     ``ASCEND_PROFILER_OUTPUT``) with ``ascend_pytorch_profiler*.db`` and no
-    kernel_details.csv / step_trace_time.csv; any other ``*.db`` file that starts like SQLite
-    (a renamed export). ``analysis.db`` and other analysis results are not profiles.
+    kernel_details.csv / step_trace_time.csv; the folder above such directories
+    (:func:`_in_export_folders`); any other ``*.db`` file that starts like SQLite (a renamed
+    export). ``analysis.db`` and other analysis results are not profiles.
     """
     try:
         return _find(path) is not None
@@ -159,13 +162,35 @@ def _find(path: Path, *, reading: bool = False) -> _Located | None:
                 )
             return located
     dbs = sorted(path.glob(MSPROF_DB_GLOB))
-    if not dbs or any(next(path.glob(g), None) is not None for g in _MSPROF_TEXT_GLOBS):
+    if any(next(path.glob(g), None) is not None for g in _MSPROF_TEXT_GLOBS):
         return None
+    if not dbs:
+        return _in_export_folders(path)
     located = _Located(dbs[-1], "msprof_db")
     if len(dbs) > 1:
         # Re-exports add msprof_<timestamp>.db files; the newest name is the latest export.
         located.notes.append(f"{path} holds {len(dbs)} msprof databases; read {dbs[-1].name}")
     return located
+
+
+def _in_export_folders(path: Path) -> _Located | None:
+    """The export in the ``PROF_*`` / ``*_ascend_pt`` folders right under ``path`` (msprof's
+    ``--output`` folder, torch_npu's ``dir_name``): the one there is, or, where there are
+    several, the first with all of them in :attr:`_Located.several` (read refuses them: one
+    database is one process's view, and a gate on part of a run would judge the wrong thing).
+    """
+    try:
+        folders = sorted(
+            p
+            for p in path.iterdir()
+            if p.is_dir() and (p.name.startswith("PROF_") or p.name.endswith("_ascend_pt"))
+        )
+    except OSError:
+        return None
+    found = [located for folder in folders if (located := _find(folder)) is not None]
+    if len(found) > 1:
+        found[0].several = [located.db for located in found]
+    return found[0] if found else None
 
 
 # --------------------------------------------------------------------------- reading
@@ -185,7 +210,14 @@ def read(path: Path) -> Profile:
             path,
             "not an msprof / torch_npu SQLite export",
             expected="msprof_*.db, ascend_pytorch_profiler*.db, or a PROF_* / *_ascend_pt "
-            "directory holding one (without the CSV export)",
+            "directory holding one (without the CSV export), or the folder above it",
+        )
+    if located.several:
+        names = ", ".join(str(db.relative_to(path)) for db in located.several)
+        raise ProfileError(
+            path,
+            f"holds {len(located.several)} SQLite exports ({names}); perfgate reads one at a time",
+            expected="one PROF_* or *_ascend_pt directory, or one .db file",
         )
     db = located.db
     notes = list(located.notes)
