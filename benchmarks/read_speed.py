@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import json
 import os
@@ -867,6 +868,19 @@ def _prepare(case: Case, data: Path, scale: float) -> dict[str, Path]:
     return files
 
 
+def fast_extra() -> str:
+    """Which of the ``fast`` extra's packages this environment has: with pyarrow installed,
+    perfgate reads the CSVs with it and pandas' own ``read_csv`` (the bare reference) builds
+    its text columns on it too, several times faster; with the ADBC driver, the .db rows."""
+    found = []
+    for module in ("pyarrow", "adbc_driver_sqlite"):
+        try:
+            found.append(f"{module} {importlib.import_module(module).__version__}")
+        except ImportError:
+            found.append(f"no {module}")
+    return ", ".join(found)
+
+
 def _best(job: dict[str, Any], repeat: int, mem_limit_gb: float) -> dict[str, Any]:
     runs = [measure(job, mem_limit_gb) for _ in range(repeat)]
     good = [r for r in runs if "error" not in r]
@@ -881,7 +895,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     scale = 0.05 if args.quick else args.scale
     data = Path(args.data) if args.data else Path(tempfile.mkdtemp(prefix="perfgate-speed-"))
     data.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"scale": scale, "cases": {}}
+    report: dict[str, Any] = {"scale": scale, "fast_extra": fast_extra(), "cases": {}}
     try:
         for name in args.cases:
             case = cases(scale)[name]
@@ -983,7 +997,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_worker(json.loads(args.worker))))
         return 0
     report = run(args)
-    print(f"scale {report['scale']:g} ({int(FULL_STEPS * report['scale'])} steps)")
+    print(
+        f"scale {report['scale']:g} ({int(FULL_STEPS * report['scale'])} steps); "
+        f"{report['fast_extra']}"
+    )
     print(table(report))
     if args.profile:
         for name, entry in report["cases"].items():

@@ -86,3 +86,22 @@ def test_a_fraction_in_an_integer_column_is_an_error(tmp_path: Path) -> None:
 def test_an_empty_time_stamp_is_a_damaged_file(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"'Start Time\(us\)': data row 1 has no value"):
         read(tmp_path, "A,1,1.0,,1,\t")
+
+
+def test_bytes_that_are_no_utf8_are_replaced_and_refused_only_where_read(tmp_path: Path) -> None:
+    path = tmp_path / "kernel_details.csv"
+    clock = TimeBase(origin_us=1736408883704000)
+
+    def read_bytes(*rows: bytes):  # type: ignore[no-untyped-def]
+        path.write_bytes(HEADER.replace("\n", ",Unread\n").encode() + b"".join(rows))
+        return read_csv_columns(path, COLUMNS, what="a kernel table", clock=clock)
+
+    table = read_bytes(b"Mat\xffMul,2,1.5,,3,10.0,GBK \xc4\xe3\n")
+    assert table["name"].tolist() == ["Mat\ufffdMul"]
+    assert table["dur_us"].tolist() == [1.5]
+    with pytest.raises(ProfileError, match=r"column 'Duration\(us\)': data row 2 holds '1\ufffd5'"):
+        read_bytes(b"A,2,1.5,,3,10.0,x\n", b"B,2,1\xff5,,3,11.0,x\n")
+    # In the header they make no CSV text.
+    path.write_bytes(b"Na\xffme,Duration(us)\nA,1.0\n")
+    with pytest.raises(ProfileError, match="is not a CSV text file"):
+        read_csv_columns(path, COLUMNS, what="a kernel table", clock=clock)

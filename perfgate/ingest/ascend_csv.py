@@ -133,13 +133,17 @@ def read_header(path: Path) -> list[str]:
 
 def _header_cells(path: Path) -> list[str]:
     """The header cells of a CSV file as written (see :func:`read_header`)."""
+    # Decoded with replacement: bytes that are no UTF-8 further on are the cells' business
+    # (_read_cells); in the header they make no CSV text.
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
             first = next(csv.reader(handle), None)
     except OSError as exc:
         raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except csv.Error as exc:
         raise ProfileError(path, "is not a CSV text file", expected="UTF-8 CSV") from exc
+    if first and any("\ufffd" in cell for cell in first):
+        raise ProfileError(path, "is not a CSV text file", expected="UTF-8 CSV")
     if not first:
         raise ProfileError(path, "file is empty", expected="a CSV header line")
     return first
@@ -232,6 +236,10 @@ def _read_cells(path: Path, wanted: set[str], numeric: set[str]) -> pd.DataFrame
         na_values={name: list(NA_STRINGS) for name in names if name.strip() in numeric},
         keep_default_na=False,
         encoding="utf-8-sig",
+        # Bytes that are no UTF-8 become U+FFFD, as in the .db reader: a name stays a name,
+        # a number cell so damaged is refused where it is read, and a column perfgate does
+        # not read cannot fail the file (pyarrow's reading never decodes those).
+        encoding_errors="replace",
     )
 
 
@@ -366,15 +374,14 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     # Time stamps read by pyarrow (_arrow_cells) are parsed from their bytes.
     byte_rows = _byte_rows(cells) if isinstance(cells.dtype, pd.ArrowDtype) else None
     if column.kind in ("name", "text"):
-        if isinstance(cells.dtype, pd.CategoricalDtype):  # each distinct cell once
-            table = [str(v).strip() for v in cells.cat.categories] + [""]
-            stripped = np.array(table, dtype=object)[cells.cat.codes.to_numpy()]
-        else:
-            stripped = _stripped(cells.to_numpy(dtype=object))
-        empty = stripped == ""
-        _require(path, column, empty)
-        absent = empty if column.kind == "name" else empty | (stripped == NOT_AVAILABLE)
-        return pd.Series(np.where(absent, np.nan, stripped), index=index, dtype=object)
+        if isinstance(cells.dtype, pd.CategoricalDtype):  # each distinct cell once, then taken
+            codes = cells.cat.codes.to_numpy()
+            distinct = np.array([str(v).strip() for v in cells.cat.categories] + [""], object)
+            _require(path, column, (distinct == "")[codes])
+            return pd.Series(_text_values(distinct, column)[codes], index=index, dtype=object)
+        stripped = _stripped(cells.to_numpy(dtype=object))
+        _require(path, column, stripped == "")
+        return pd.Series(_text_values(stripped, column), index=index, dtype=object)
     # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
     # only the cells that gave no number are looked at again, to tell empty, N/A and text.
     if column.kind == "time":
@@ -394,6 +401,15 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     # N/A and empty cells of a number column are missing, whatever a parser made of them.
     numbers[empty | placeholder] = np.nan
     return _numbers(path, column, numbers, cells, index, missing=missing)
+
+
+def _text_values(stripped: npt.NDArray[np.object_], column: CsvColumn) -> npt.NDArray[np.object_]:
+    """Stripped cells of a ``name`` or ``text`` column as values: NaN where empty (and where
+    ``N/A`` in a ``text`` column)."""
+    absent = stripped == ""
+    if column.kind == "text":
+        absent |= stripped == NOT_AVAILABLE
+    return np.where(absent, np.nan, stripped)
 
 
 def _numbers(
