@@ -47,6 +47,7 @@ TIMES = [
     "+1736408883704647.1",
     "1736408883704643.2129999",
     "abc",
+    "1" * 70,  # wider than the byte matrix takes: parsed from the strings
 ]
 
 

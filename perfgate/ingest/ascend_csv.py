@@ -385,8 +385,7 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
     # only the cells that gave no number are looked at again, to tell empty, N/A and text.
     if column.kind == "time":
-        # A writable copy
-        numbers = np.array(clock.from_text(cells, byte_rows), dtype=np.float64)
+        numbers = np.array(clock.from_text(cells, byte_rows), dtype=np.float64)  # writable
     else:
         numbers = _floats(cells.to_numpy(dtype=object))
     failed = np.flatnonzero(np.isnan(numbers))
