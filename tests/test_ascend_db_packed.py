@@ -154,3 +154,47 @@ def test_adbc_reading_gives_up_on_a_cell_its_first_rows_did_not_announce(
         assert rows is not None and rows["v"].tolist() == [*range(3000), 2]
     else:
         assert rows is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        None,
+        "UPDATE COMPUTE_TASK_INFO SET name = 999999999 WHERE rowid = 3",  # names no string
+        "UPDATE COMPUTE_TASK_INFO SET opType = 'abc' WHERE rowid = 4",  # no id at all
+        "UPDATE COMPUTE_TASK_INFO SET name = 2.5 WHERE rowid = 5",  # a fraction
+        "UPDATE COMPUTE_TASK_INFO SET taskType = NULL WHERE rowid = 6",
+        "UPDATE TASK SET taskType = -5 WHERE rowid = 7",  # below every id
+        # A hole: the string a kernel's name points to is gone.
+        "DELETE FROM STRING_IDS WHERE id = (SELECT name FROM COMPUTE_TASK_INFO LIMIT 1)",
+        # ids that are not rowids: the joins must stay.
+        "CREATE TABLE S2 (id INTEGER, value TEXT); INSERT INTO S2 SELECT id, value FROM "
+        "STRING_IDS ORDER BY id DESC; DROP TABLE STRING_IDS; ALTER TABLE S2 RENAME TO STRING_IDS",
+    ],
+)
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_string_codes_from_ids_give_what_the_joins_give(
+    name: str, change: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where every STRING_IDS id is its rowid, the codes are taken from the ids themselves
+    # instead of joining STRING_IDS: the tables must be those the joins give.
+    copy = tmp_path / FIXTURES[name].name
+    shutil.copytree(FIXTURES[name], copy)
+    if change is not None:
+        with sqlite3.connect(_db(copy)) as conn:
+            conn.executescript(change)
+        conn.close()
+
+    def read() -> Profile | str:
+        try:
+            return ascend_db.read(copy)
+        except ProfileError as e:
+            return str(e)
+
+    from_ids = read()
+    monkeypatch.setattr(ascend_db, "_ids_are_rowids", lambda conn: False)
+    joined = read()
+    if isinstance(from_ids, str) or isinstance(joined, str):
+        assert from_ids == joined
+    else:
+        assert_same_tables(from_ids, joined)
