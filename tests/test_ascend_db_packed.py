@@ -136,16 +136,17 @@ def test_adbc_reads_the_rows_numpy_reads(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(arrow, numpy_rows)
 
 
-@pytest.mark.parametrize("last", ["'x'", "0.5", "NULL", "2"])
+@pytest.mark.parametrize("last", ["'x'", "0.5", "7.0", "x'37'", "NULL", "2"])
 def test_adbc_reading_gives_up_on_a_cell_its_first_rows_did_not_announce(
     last: str, tmp_path: Path
 ) -> None:
-    # The driver infers a column's type from its first 1,024 rows: a later TEXT, REAL or NULL
-    # cell must not come back as an int64 (the caller then reads the rows cell by cell).
+    # The driver infers a column's type from its first 1,024 rows: a later TEXT, REAL (even a
+    # whole one), BLOB or NULL cell must not come back as an int64 (the caller then reads the
+    # rows cell by cell). The column has no type, so that SQLite keeps each cell's own.
     pytest.importorskip("adbc_driver_sqlite", reason="the fast extra is not installed")
     db = tmp_path / "rows.db"
     with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE T (v INTEGER)")
+        conn.execute("CREATE TABLE T (v)")
         conn.executemany("INSERT INTO T VALUES (?)", [(i,) for i in range(3000)])
         conn.execute(f"INSERT INTO T VALUES ({last})")
     conn.close()

@@ -555,8 +555,9 @@ def _integer_rows(conn: sqlite3.Connection, sql: str, db: Path) -> pd.DataFrame 
 
 def _arrow_integer_rows(db: Path, sql: str) -> pd.DataFrame | None:
     """:func:`_integer_rows` through the ADBC SQLite driver, or None where it is not
-    installed, fails (the driver infers a column's type from its first rows and stops at a
-    cell of another type), or yields anything but int64 columns without NULL."""
+    installed, fails, or yields anything but int64 columns without NULL. The driver infers a
+    column's type from its first rows and refuses a later cell of another type (REAL, TEXT,
+    BLOB: ``Type mismatch``), so int64 columns without NULL mean every cell is an INTEGER."""
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite.dbapi
@@ -1231,11 +1232,11 @@ def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
     columns = ("deviceId", "startNs", "endNs", "type")
     sql = f"SELECT {', '.join(columns)} FROM OVERLAP_ANALYSIS"
     other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
+    arrow_rows = _arrow_integer_rows(db, sql)  # int64 columns only where every cell is one
+    if arrow_rows is not None and len(arrow_rows):
+        return _finite_rows(arrow_rows)
     try:
         if conn.execute(f"SELECT 1 FROM OVERLAP_ANALYSIS WHERE {other} LIMIT 1").fetchone() is None:
-            arrow_rows = _arrow_integer_rows(db, sql)
-            if arrow_rows is not None and len(arrow_rows):
-                return _finite_rows(arrow_rows)
             cursor = conn.execute(sql)
             chunks = []
             while rows := cursor.fetchmany(_OVERLAP_CHUNK_ROWS):
