@@ -239,3 +239,22 @@ def test_warmup_work_is_excluded_without_being_called_outside_every_window() -> 
     analysis = analyze(Profile("test", "mem", tasks, steps))
     assert analysis.operators.iloc[0]["calls_per_step"] == 1
     assert not any("outside every step window" in note for note in analysis.notes)
+
+
+def test_a_rank_without_tasks_is_unseen_not_idle() -> None:
+    # Rank 1 has step windows but the source gave no task of it (an export whose task tables
+    # are empty): its step time is known, its breakdown is not; rank 0's is.
+    tasks = tasks_frame([(0, 1, "A", "AI_CORE", "compute", 0, 60)])
+    steps = steps_frame([(0, 1, 0, 100), (1, 1, 0, 120)])
+    analysis = analyze(Profile("test", "mem", tasks, steps))
+    by_rank = analysis.per_rank.set_index("rank")
+    assert by_rank.loc[0, "utilization"] == pytest.approx(0.6)
+    assert by_rank.loc[0, "breakdown_from"] == "tasks"
+    assert by_rank.loc[1, "step_time_us"] == 120
+    assert by_rank.loc[1, "breakdown_from"] == "none"
+    for column in ("computing_us", "free_us", "utilization", "free_ratio", "copy_ratio"):
+        assert math.isnan(by_rank.loc[1, column]), column
+    assert (
+        "no device tasks for rank(s) 1: only their step time is measured; utilization, "
+        "the breakdown and copy_ratio are unknown"
+    ) in analysis.notes

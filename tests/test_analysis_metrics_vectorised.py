@@ -52,6 +52,7 @@ def reference_step_metrics(
     ranks_with_tasks = set(tasks["rank"].unique().tolist())
     rows: list[dict[str, Any]] = []
     worst_residual = 0.0
+    unseen: set[int] = set()
     for window in windows.to_dict("records"):
         rank, step = int(window["rank"]), int(window["step"])
         step_tasks = groups.get((rank, step), tasks.iloc[0:0])
@@ -78,6 +79,12 @@ def reference_step_metrics(
             breakdown = {c: float("nan") for c in BREAKDOWN_COLUMNS}
             step_time = float("nan")
             source = "none"
+        elif rank not in ranks_with_tasks:
+            # A rank the source gave no task of was not seen, not idle: its step time alone.
+            breakdown = {c: float("nan") for c in BREAKDOWN_COLUMNS}
+            step_time = end - start
+            source = "none"
+            unseen.add(rank)
         else:
             breakdown = {c: derived[c] for c in BREAKDOWN_COLUMNS}
             step_time = end - start
@@ -99,6 +106,11 @@ def reference_step_metrics(
         notes.append(
             "the profiler's breakdown differs from the step's wall span by up to "
             f"{worst_residual:.1%}; Free absorbs the difference"
+        )
+    if unseen:
+        notes.append(
+            f"no device tasks for rank(s) {', '.join(str(r) for r in sorted(unseen))}: only "
+            "their step time is measured; utilization, the breakdown and copy_ratio are unknown"
         )
     frame = pd.DataFrame(rows, columns=[c for c in STEP_METRIC_COLUMNS if c not in RATIO_METRICS])
     step_time = frame["step_time_us"].where(frame["step_time_us"] > 0)

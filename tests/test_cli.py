@@ -411,3 +411,26 @@ def test_baseline_show_history_and_prune_follow_the_main_line(
     capsys.readouterr()
     left = sorted(p.stem for p in (tmp_path / "baselines" / "resnet").glob("*/*.json"))
     assert left == [shas[2]]
+
+
+def test_an_msprof_export_with_empty_task_tables_says_what_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # op_summary and task_time hold their headers only; step_trace and op_statistic remain.
+    # The steps' time is known; whether the device worked is not: no "idle", no 0% utilization.
+    msprof_data = Path(__file__).parent / "data" / "msprof"
+    prof = tmp_path / "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
+    shutil.copytree(msprof_data / "ascend-msprof-skill" / prof.name, prof)
+    output = prof / "mindstudio_profiler_output"
+    shutil.copy(msprof_data / "synthetic" / "step_trace_20260605161737.csv", output)
+    for pattern in ("op_summary_*.csv", "task_time_*.csv"):
+        for table in output.glob(pattern):
+            table.write_text(table.read_text(encoding="utf-8").splitlines()[0] + "\n")
+    assert main(["inspect", str(prof), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["metrics"]["step_time_us"]["median"] == 93000.0
+    assert doc["metrics"]["utilization"]["n"] == 0
+    assert {row["breakdown_from"] for row in doc["per_step"]} == {"none"}
+    assert all(row["free_us"] is None for row in doc["per_step"])
+    assert not any(hint["rule"] in ("idle_gaps", "low_utilization") for hint in doc["advice"])
+    assert any("no device tasks for rank(s) 0" in note for note in doc["notes"])

@@ -211,8 +211,8 @@ def step_metrics(
     Returns:
         One row per window with :data:`STEP_METRIC_COLUMNS`; times in µs, ratios in 0..1.
         ``breakdown_from`` is ``profiler`` when the source computed the breakdown itself,
-        ``tasks`` when perfgate computed it from task intervals. Ratios are NaN when the
-        step has neither a breakdown nor tasks to compute one.
+        ``tasks`` when perfgate computed it from task intervals, ``none`` when neither could
+        be: the step has no breakdown and its rank no tasks (its ratios are then NaN).
 
     A window's tasks are those with its ``(rank, step)``. Without a wall span (NaN
     ``start_us``/``end_us``) the window spans its tasks, first start to last end. The work is
@@ -269,11 +269,22 @@ def step_metrics(
             "the profiler's breakdown differs from the step's wall span by up to "
             f"{worst_residual:.1%}; Free absorbs the difference"
         )
-    # Copy time comes only from tasks: unknown (NaN) for a rank the source gave none.
+    # Copy time comes only from tasks: unknown (NaN) for a rank the source gave none. So is a
+    # breakdown perfgate would derive from them: a rank without tasks (an export whose task
+    # tables are empty) did not idle, it was not seen; its step time alone is known.
     ranks_with_tasks = tasks["rank"].dropna().unique()
-    copy_us = np.where(
-        np.isin(w_rank, np.asarray(ranks_with_tasks, dtype=np.int64)), derived.copy, np.nan
-    )
+    seen = np.isin(w_rank, np.asarray(ranks_with_tasks, dtype=np.int64))
+    copy_us = np.where(seen, derived.copy, np.nan)
+    unseen = ~seen & (source == "tasks")
+    if unseen.any():
+        source[unseen] = "none"
+        for values in breakdown.values():
+            values[unseen] = np.nan
+        notes.append(
+            "no device tasks for rank(s) "
+            f"{', '.join(str(r) for r in sorted(set(w_rank[unseen].tolist())))}: only their step "
+            "time is measured; utilization, the breakdown and copy_ratio are unknown"
+        )
     frame = pd.DataFrame(
         {
             "rank": w_rank,
