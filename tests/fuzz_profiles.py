@@ -35,6 +35,7 @@ import shutil
 import signal
 import sqlite3
 import traceback
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -377,7 +378,8 @@ def _events(data: Any) -> list[Any] | None:
 def _mutate_json(path: Path, chooser: Chooser, *, deep: bool) -> str:
     try:
         data, gz = _load_json(path)
-    except (ValueError, OSError, EOFError, RecursionError):  # damaged by an earlier mutation
+    # Damaged by an earlier mutation (zlib.error: a gzip stream whose bytes were changed).
+    except (ValueError, OSError, EOFError, RecursionError, zlib.error):
         return _mutate_bytes(path, chooser)
     values = JSON_VALUES + DEEP_VALUES if deep else JSON_VALUES
     events = _events(data)
