@@ -639,7 +639,10 @@ class _Strings:
         except (sqlite3.Error, pd.errors.DatabaseError):
             return None
         sid = table["sid"]
-        if sid.dtype.kind != "i" or (len(sid) and int(sid.abs().max()) > _EXACT_FLOAT_INT):
+        # (Not abs(): the int64 minimum has no int64 absolute value.)
+        if sid.dtype.kind != "i" or (
+            len(sid) and (int(sid.min()) < -_EXACT_FLOAT_INT or int(sid.max()) > _EXACT_FLOAT_INT)
+        ):
             return None
         return cls(sid.to_numpy(dtype=np.int64), table["value"].to_numpy(dtype=object))
 
