@@ -32,7 +32,7 @@ def csv_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     if request.param == "pyarrow":
         pytest.importorskip("pyarrow", reason="the fast extra is not installed")
     else:
-        monkeypatch.setattr(ascend_csv, "_arrow_cells", lambda path, found: None)
+        monkeypatch.setattr(ascend_csv, "_arrow_cells", lambda path, written, found: None)
     return str(request.param)
 
 

@@ -5,6 +5,7 @@ any file: the real exports in ``tests/data`` and files full of hostile cells."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,12 @@ import pytest
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import ascend_csv, detect_reader, load_profile
-from perfgate.ingest.ascend_csv import KERNEL_DETAILS, read_csv_columns, task_columns
+from perfgate.ingest.ascend_csv import (
+    KERNEL_DETAILS,
+    CsvColumn,
+    read_csv_columns,
+    task_columns,
+)
 from perfgate.model import SOURCE_COLUMN, TimeBase
 
 pytest.importorskip("pyarrow", reason="the fast extra is not installed")
@@ -105,8 +111,8 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object, 
     used = []
     arrow_cells = ascend_csv._arrow_cells
 
-    def spy(path: Path, found: object) -> object:
-        cells = arrow_cells(path, found)  # type: ignore[arg-type]
+    def spy(path: Path, written: list[str], found: Sequence[CsvColumn]) -> pd.DataFrame | None:
+        cells = arrow_cells(path, written, found)
         used.append(cells is not None)
         return cells
 
@@ -114,7 +120,7 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object, 
         patch.setattr(ascend_csv, "_arrow_cells", spy)
         fast = _read(path)
     with monkeypatch.context() as patch:
-        patch.setattr(ascend_csv, "_arrow_cells", lambda path, found: None)
+        patch.setattr(ascend_csv, "_arrow_cells", lambda path, written, found: None)
         slow = _read(path)
     return fast, slow, any(used)
 
@@ -160,7 +166,7 @@ def test_real_exports_read_alike(profile: Path, monkeypatch: pytest.MonkeyPatch)
     def tables(use_arrow: bool) -> dict[str, pd.DataFrame] | str:
         with monkeypatch.context() as patch:
             if not use_arrow:
-                patch.setattr(ascend_csv, "_arrow_cells", lambda path, found: None)
+                patch.setattr(ascend_csv, "_arrow_cells", lambda path, written, found: None)
             try:
                 loaded = load_profile(profile)
             except ProfileError as e:  # a folder of several profiles may be refused: alike

@@ -168,7 +168,8 @@ def read_csv_columns(
             was expected to be), the file is not parseable CSV, a number cell holds text, or a
             ``value_required`` cell is empty (a truncated file).
     """
-    header = read_header(path)
+    written = _header_cells(path)  # read once; the readings below name columns by them
+    header = [cell.strip() for cell in written]
     found = [c for c in columns if c.header in header]
     missing = [c for c in columns if c.header_required and c.header not in header]
     if missing:
@@ -183,22 +184,21 @@ def read_csv_columns(
     numeric = {c.header for c in found if c.kind in ("float", "int")}
     required = {c.header for c in found if c.kind in ("float", "int") and c.value_required}
     integers = {c.header for c in found if c.kind == "int"}
-    raw = _arrow_cells(path, found)
-    if raw is not None and not _fit(raw, required, integers):
-        raw = None
+    # Number columns parsed while reading, by pyarrow (the fast extra) or else by pandas' C
+    # parser (as pandas.to_numeric would: white space around, N/A and empty as missing); a
+    # cell that is no number, or a required one that is missing, sends the file to the text
+    # reading below, where _convert names the cell.
+    raw = _arrow_cells(path, written, found)
     if raw is None and numeric:
-        # Number columns parsed by pandas' C parser (as pandas.to_numeric would: white space
-        # around, N/A and empty as missing); a cell that is no number, or a required one that
-        # is missing, sends the file to the text reading below, where _convert names the cell.
         try:
-            raw = _read_cells(path, wanted_headers, numeric)
+            raw = _read_cells(path, written, wanted_headers, numeric)
         except ValueError:
             raw = None
-        if raw is not None and not _fit(raw, required, integers):
-            raw = None
+    if raw is not None and not _fit(raw, required, integers):
+        raw = None
     if raw is None:
         try:
-            raw = _read_cells(path, wanted_headers, set())
+            raw = _read_cells(path, written, wanted_headers, set())
         except (
             pd.errors.ParserError,
             pd.errors.EmptyDataError,
@@ -222,11 +222,14 @@ def read_csv_columns(
     return with_source(out, SourceFile(str(path), headers))
 
 
-def _read_cells(path: Path, wanted: set[str], numeric: set[str]) -> pd.DataFrame:
-    """The ``wanted`` columns (headers matched stripped) of the CSV: ``numeric`` ones as
-    float64 (empty and ``N/A`` cells NaN), the others as every cell is written (``object``:
-    pandas' ``str`` dtype is several times slower to build, more so with pyarrow strings)."""
-    names = [name for name in _header_cells(path) if name.strip() in wanted]
+def _read_cells(
+    path: Path, written: list[str], wanted: set[str], numeric: set[str]
+) -> pd.DataFrame:
+    """The ``wanted`` columns (headers matched stripped) of the CSV whose header cells are
+    ``written``: ``numeric`` ones as float64 (empty and ``N/A`` cells NaN), the others as
+    every cell is written (``object``: pandas' ``str`` dtype is several times slower to
+    build, more so with pyarrow strings)."""
+    names = [name for name in written if name.strip() in wanted]
     return pd.read_csv(
         path,
         usecols=lambda name: str(name).strip() in wanted,
@@ -248,7 +251,7 @@ def _read_cells(path: Path, wanted: set[str], numeric: set[str]) -> pd.DataFrame
 _MAX_BYTE_ROW = 64
 
 
-def _arrow_cells(path: Path, found: Sequence[CsvColumn]) -> pd.DataFrame | None:
+def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> pd.DataFrame | None:
     """The cells :func:`_read_cells` gives, read by pyarrow's CSV reader where it is installed
     (the ``fast`` extra), or None: not installed, or pyarrow refuses the file (a row of
     another length, a number column holding text, bytes that are no UTF-8), which the pandas
@@ -263,17 +266,16 @@ def _arrow_cells(path: Path, found: Sequence[CsvColumn]) -> pd.DataFrame | None:
         import pyarrow.csv as arrow_csv
     except ImportError:
         return None
-    cells = _header_cells(path)
     position: dict[str, int] = {}
-    for i, cell in enumerate(cells):
+    for i, cell in enumerate(written):
         position.setdefault(cell.strip(), i)
     # Header cells as written could repeat or hold anything: columns are named by position.
-    names = [f"column {i}" for i in range(len(cells))]
+    names = [f"column {i}" for i in range(len(written))]
     types: dict[str, Any] = {}
     headers: dict[str, str] = {}
     for column in found:
         name = names[position[column.header]]
-        headers[name] = cells[position[column.header]]
+        headers[name] = written[position[column.header]]
         if column.kind in ("float", "int"):
             types[name] = pa.float64()
         elif column.kind == "time":
@@ -299,9 +301,10 @@ def _arrow_cells(path: Path, found: Sequence[CsvColumn]) -> pd.DataFrame | None:
         kind = column.type
         if pa.types.is_floating(kind):
             values = column.to_numpy()
-            # pandas' parser and pyarrow's may differ on what else is a number (inf, nan):
-            # such a file is left to pandas.
-            if not np.isfinite(values[~np.isnan(values)]).all() or _nan_written(column):
+            # pandas' parser and pyarrow's may differ on what else is a number (inf, or nan
+            # written in the text rather than a missing cell): such a file is left to pandas.
+            written_nan = np.isnan(values) & ~column.is_null().to_numpy()
+            if np.isinf(values).any() or written_nan.any():
                 return None
             columns[headers[name]] = pd.Series(values, dtype=np.float64)
         elif pa.types.is_dictionary(kind):
@@ -316,12 +319,6 @@ def _arrow_cells(path: Path, found: Sequence[CsvColumn]) -> pd.DataFrame | None:
         else:
             columns[headers[name]] = pd.Series(column, dtype=pd.ArrowDtype(pa.string()))
     return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
-
-
-def _nan_written(column: Any) -> bool:
-    """Whether pyarrow read a NaN from the text itself (``nan``): not a missing cell."""
-    values = column.to_numpy()
-    return bool((np.isnan(values) & ~column.is_null().to_numpy()).any())
 
 
 def _byte_rows(cells: pd.Series) -> npt.NDArray[np.uint8] | None:
@@ -371,8 +368,6 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     index = cells.index
     if cells.dtype == np.float64:  # parsed while reading and checked (_fit)
         return _numbers(path, column, np.array(cells, dtype=np.float64), cells, index)
-    # Time stamps read by pyarrow (_arrow_cells) are parsed from their bytes.
-    byte_rows = _byte_rows(cells) if isinstance(cells.dtype, pd.ArrowDtype) else None
     if column.kind in ("name", "text"):
         if isinstance(cells.dtype, pd.CategoricalDtype):  # each distinct cell once, then taken
             codes = cells.cat.codes.to_numpy()
@@ -385,6 +380,8 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
     # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
     # only the cells that gave no number are looked at again, to tell empty, N/A and text.
     if column.kind == "time":
+        # Time stamps read by pyarrow (_arrow_cells) are parsed from their bytes.
+        byte_rows = _byte_rows(cells) if isinstance(cells.dtype, pd.ArrowDtype) else None
         numbers = np.array(clock.from_text(cells, byte_rows), dtype=np.float64)  # writable
     else:
         numbers = _floats(cells.to_numpy(dtype=object))

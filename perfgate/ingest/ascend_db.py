@@ -411,8 +411,8 @@ def _read_task_rows(
     # (column, an SQL truth value).
     texts: list[tuple[str, str | None]] = [("task_type", "tt")]
     flags: list[tuple[str, str]] = []
-    joins = ["LEFT JOIN STRING_IDS tt ON tt.id = t.taskType"]
-    # The id each STRING_IDS alias is joined on.
+    joins: list[str] = []
+    # The id each STRING_IDS alias is looked up by (joined, or taken as its code, below).
     string_ids = {"tt": "t.taskType"}
     if schema.has("COMPUTE_TASK_INFO"):
         schema.require("COMPUTE_TASK_INFO", _COMPUTE_COLUMNS, "operator info of kernel tasks")
@@ -424,15 +424,9 @@ def _read_task_rows(
             ("compute_op_type", "co"),
             ("input_shapes", "cs" if has_shapes else None),
         ]
-        joins += [
-            "LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId",
-            "LEFT JOIN STRING_IDS cn ON cn.id = c.name",
-            "LEFT JOIN STRING_IDS cc ON cc.id = c.taskType",
-            "LEFT JOIN STRING_IDS co ON co.id = c.opType",
-        ]
+        joins.append("LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId")
         string_ids.update(cn="c.name", cc="c.taskType", co="c.opType")
         if has_shapes:
-            joins.append("LEFT JOIN STRING_IDS cs ON cs.id = c.inputShapes")
             string_ids["cs"] = "c.inputShapes"
     else:
         flags.append(("has_compute_info", "0"))
@@ -444,21 +438,21 @@ def _read_task_rows(
         flags.append(("is_comm_task", "m.globalTaskId IS NOT NULL"))
         texts += [("comm_name", "mn"), ("comm_task_type", "mt")]
         # Not a primary key in every version: one row per task before joining.
-        joins += [
+        joins.append(
             "LEFT JOIN (SELECT globalTaskId, MIN(name) AS name, MIN(taskType) AS taskType "
             "FROM COMMUNICATION_TASK_INFO GROUP BY globalTaskId) m "
-            "ON m.globalTaskId = t.globalTaskId",
-            "LEFT JOIN STRING_IDS mn ON mn.id = m.name",
-            "LEFT JOIN STRING_IDS mt ON mt.id = m.taskType",
-        ]
+            "ON m.globalTaskId = t.globalTaskId"
+        )
         string_ids.update(mn="m.name", mt="m.taskType")
     else:  # no HCCL task info: what the join of an empty table gives
         flags.append(("is_comm_task", "0"))
         texts += [("comm_name", None), ("comm_task_type", None)]
+    # After the tables they look into (LEFT JOINs keep TASK's rows and their order).
+    string_joins = [f"LEFT JOIN STRING_IDS {a} ON {a}.id = {sql}" for a, sql in string_ids.items()]
     if strings is None:
         select += [f"{alias}.value AS {c}" if alias else f"NULL AS {c}" for c, alias in texts]
         select += [f"{sql} AS {c}" for c, sql in flags]
-        sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
+        sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins + string_joins)}"
         return _query(conn, schema.db, sql, "TASK"), strings
     # The joins stay SQLite's (which rows match); only what they yield changes: the code of
     # the matched string's rowid, packed with the others into int64 cells.
@@ -479,9 +473,9 @@ def _read_task_rows(
             f"THEN {sql} - {strings.offset} ELSE 0 END"
             for alias, sql in string_ids.items()
         }
-        joins = [join for join in joins if not join.startswith("LEFT JOIN STRING_IDS ")]
     else:
         code = {alias: f"COALESCE({alias}.rowid - {strings.offset}, 0)" for alias in string_ids}
+        joins += string_joins
     fields = [(c, code[alias] if alias else "0", strings.radix) for c, alias in texts] + [
         (c, f"({sql})", 2) for c, sql in flags
     ]
@@ -1234,10 +1228,10 @@ def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
     table is read whole as it is."""
     columns = ("deviceId", "startNs", "endNs", "type")
     sql = f"SELECT {', '.join(columns)} FROM OVERLAP_ANALYSIS"
-    other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
     arrow_rows = _arrow_integer_rows(db, sql)  # int64 columns only where every cell is one
     if arrow_rows is not None and len(arrow_rows):
         return _finite_rows(arrow_rows)
+    other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
     try:
         if conn.execute(f"SELECT 1 FROM OVERLAP_ANALYSIS WHERE {other} LIMIT 1").fetchone() is None:
             cursor = conn.execute(sql)
