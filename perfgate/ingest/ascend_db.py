@@ -454,8 +454,8 @@ def _read_task_rows(
         select += [f"{sql} AS {c}" for c, sql in flags]
         sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins + string_joins)}"
         return _query(conn, schema.db, sql, "TASK"), strings
-    # The joins stay SQLite's (which rows match); only what they yield changes: the code of
-    # the matched string's rowid, packed with the others into int64 cells.
+    # Each string column comes as the code of its string's rowid (from the id itself where
+    # ids are rowids, else from SQLite's join), packed with the others into int64 cells.
     # Whether every TASK cell read is an INTEGER (the export's types): then the rows are
     # taken as int64 without pandas' per-cell type inference (_integer_rows).
     integer_cells = " AND ".join(
