@@ -144,10 +144,11 @@ class Statistics:
     max_seconds: float = 120.0
     ab_pairs: int = 4  # base/tree process pairs of a same-runner A/B run
     # The spread of a whole session's level (the runner's day, its neighbours, clocks): what
-    # one stored baseline cannot show. Assumed for times until 3 or more baselines of the
-    # same code measure it. 20%: a shared 2-vCPU VM moved a CPU step by -39%…+74% between
-    # sessions with CPU time = wall time (docs/verdict-quality.md); lower it on a dedicated
-    # runner.
+    # one stored baseline cannot show. Assumed until 3 or more baselines of the same code
+    # measure it: for times as a relative move, for ratios of the step (utilization, copy
+    # ratio) as that move of one part of the step against the rest (session_prior). 20%: a
+    # shared 2-vCPU VM moved a CPU step by -39%…+74% between sessions with CPU time = wall
+    # time (docs/verdict-quality.md); lower it on a dedicated runner.
     session_noise: float = 0.20
 
     @property

@@ -3,6 +3,7 @@ controlled samples whose answer is known."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +21,12 @@ from perfgate.analysis.compare import (
     look_back,
     operator_deltas,
 )
-from perfgate.analysis.statistics import RoundValues, min_attainable_p, spending_pocock
+from perfgate.analysis.statistics import (
+    RoundValues,
+    min_attainable_p,
+    session_prior,
+    spending_pocock,
+)
 from perfgate.records import OperatorEntry, RunRecord, validate_run
 from perfgate.report.explain import describe_operator, metric_reasons, summary_lines
 from perfgate.rules import Rules, Statistics, default_rules
@@ -582,6 +588,42 @@ def test_more_copy_tasks_per_step_confirm_a_copy_ratio_the_noise_hides() -> None
     assert more.status == REGRESSION
     assert more.copy_calls == (1.0, 17.0)
     assert "copy tasks per step rose 1 → 17" in metric_reasons(more)[0]
+
+
+def shares(centre: float, processes: int = 1, noise: float = 0.004, seed: int = 0) -> RoundValues:
+    """Round values of a ratio metric (a share of the step, 0..1): 5 rounds a process."""
+    rng = np.random.default_rng(seed)
+    values = centre + rng.normal(0.0, noise, 5 * processes)
+    return RoundValues(values, np.repeat(np.arange(processes), 5))
+
+
+def test_a_first_baseline_assumes_a_session_moves_a_share_by_its_logistic_slope() -> None:
+    # One recorded session cannot show how far a whole session moves a ratio either: the
+    # unchanged input_pipeline read -4.6pt of utilization at p=0.0016 against a first
+    # baseline on this VM. A session that moves one part of the step against the rest by
+    # 20% moves a share u by u(1-u)*log(1.2): 4.56pt at 50%, 1.6pt at 10%, none at 0.
+    default = Statistics()
+    assert session_prior(0.20, log=True, centre=0.5) == pytest.approx(math.log(1.2))
+    assert session_prior(0.20, log=False, centre=0.5) == pytest.approx(0.25 * math.log(1.2))
+    assert session_prior(0.20, log=False, centre=0.1) == pytest.approx(0.09 * math.log(1.2))
+    assert session_prior(0.20, log=False, centre=0.0) is None
+    assert session_prior(0.0, log=False, centre=0.5) is None
+    base = shares(0.50, processes=3, seed=1)
+    drift = judge_rounds(UTIL, base, shares(0.455, seed=2), default)
+    assert drift.effect == "bad" and drift.status == UNSTABLE  # -4.5pt: a session can do that
+    assert drift.noise_session_assumed == pytest.approx(0.25 * math.log(1.2), rel=1e-6)
+    assert "±4.56pt between sessions assumed" in " ".join(metric_reasons(drift))
+    # Without the assumption the same rounds are a regression: what the false alarm was.
+    exact = judge_rounds(UTIL, base, shares(0.455, seed=2), replace(default, session_noise=0.0))
+    assert exact.status == REGRESSION and exact.p_value is not None and exact.p_value < 1e-6
+    # A share that falls by 25pt is past anything a session explains.
+    assert judge_rounds(UTIL, base, shares(0.25, seed=2), default).status == REGRESSION
+    # A copy ratio that rises from nothing has no session to blame: +3pt stays a regression.
+    copies = RULES.metrics["copy_ratio"]
+    none = shares(0.0, processes=3, noise=0.0005, seed=1)
+    rose = judge_rounds(copies, none, shares(0.03, noise=0.0005, seed=2), default)
+    assert rose.status == REGRESSION
+    assert rose.noise_session_assumed is not None and rose.noise_session_assumed < 1e-4
 
 
 def test_a_first_baseline_on_a_shared_runner_calls_only_what_no_session_shift_explains() -> None:

@@ -21,11 +21,13 @@ A gated metric **regresses** when all of these hold:
 
 The standard error of the change counts the noise of whole **sessions** too (a run's level
 moves with the runner's day): estimated from three or more baselines of the same code, else
-assumed (``statistics.session_noise``) — the assumption only raises the bar for a
-regression. **Stalled rounds** are clipped to 4 robust SDs from their process's median
-first, so one stall moves neither centre nor spread. A change **far beyond the noise**
-(twice the reference, every current process 1.5× beyond every baseline process) is a
-regression whatever the model says.
+assumed (``statistics.session_noise``: a relative move of a time; for a ratio of the step,
+what one part of the step moving that much against the rest does to a share ``u``,
+u·(1 − u)·log(1 + noise): :func:`~perfgate.analysis.statistics.session_prior`) — the
+assumption only raises the bar for a regression. **Stalled rounds** are clipped to 4 robust
+SDs from their process's median first, so one stall moves neither centre nor spread. A
+change **far beyond the noise** (twice the reference, every current process 1.5× beyond
+every baseline process) is a regression whatever the model says.
 
 It **passes** otherwise, unless it is undecided: a change past the threshold that is not
 significant, or a measured noise of the change above the threshold (a change of the
@@ -63,6 +65,7 @@ from perfgate.analysis.statistics import (
     paired_difference,
     round_values,
     sample_median,
+    session_prior,
     tame_stalls,
     with_session_noise,
 )
@@ -277,7 +280,7 @@ def judge_rounds(
     else:
         measured = difference(pooled, current)
         if measured is not None:
-            prior = math.log1p(stats.session_noise) if log else None
+            prior = session_prior(stats.session_noise, log=log, centre=centre_b)
             diff = with_session_noise(measured, sessions, prior)
     # An assumed session noise raises the bar for a regression only: what the run cannot
     # tell apart ("unstable") is said from the noise it measured.

@@ -284,6 +284,26 @@ def difference(
 MIN_SESSIONS = 3
 
 
+def session_prior(session_noise: float, *, log: bool, centre: float) -> float | None:
+    """The assumed spread of a session's level on the decision scale, from
+    ``statistics.session_noise`` (a relative move of the step, e.g. 0.20).
+
+    A time (``log``): log(1 + noise). A ratio of the step (utilization, copy ratio: a share
+    ``u`` in 0..1) moves when a session slows one part of the step more than the rest (the
+    host's Python against the kernels, a copy against the compute): one part moved by the
+    factor 1 + noise against the rest moves ``u`` by about u·(1 − u)·log(1 + noise), the
+    slope of the logistic at ``u``. So 20% is ±5pt at a share of 50%, ±1.7pt at 90% and at
+    10%, and nothing at 0 or 1, where a share cannot move without the code changing.
+    """
+    if session_noise <= 0 or not math.isfinite(centre):
+        return None
+    spread = math.log1p(session_noise)
+    if log:
+        return spread
+    share = min(max(centre, 0.0), 1.0)
+    return share * (1.0 - share) * spread or None
+
+
 def with_session_noise(
     diff: Difference, sessions: Sequence[RoundValues], prior: float | None
 ) -> Difference:
