@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from perfgate.analysis.statistics import (
     Difference,
@@ -66,6 +65,7 @@ from perfgate.analysis.statistics import (
     round_values,
     sample_median,
     session_prior,
+    t_isf,
     tame_stalls,
     with_session_noise,
 )
@@ -351,7 +351,7 @@ def _more_rounds_could_decide(
         return math.sqrt(max(d.se**2 - shrink, 0.0))
 
     if j.effect == "bad":
-        margin = float(student_t.isf(stats.alpha / stats.looks, diff.df)) * projected(diff)
+        margin = t_isf(stats.alpha / stats.looks, diff.df) * projected(diff)
         return abs(diff.estimate) > margin
     floor = abs(_to_threshold_unit(threshold, log, scale, projected(told or diff)))
     return floor <= threshold.value
