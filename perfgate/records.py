@@ -86,7 +86,8 @@ class OperatorEntry(TypedDict):
     samples_us: NotRequired[SampleList]
 
 
-ItemValue = Annotated[str, Field(max_length=200)] | bool | int | Number | None
+MAX_ITEM_TEXT = 200  # one text of an advice item (an operator, a kernel sequence)
+ItemValue = Annotated[str, Field(max_length=MAX_ITEM_TEXT)] | bool | int | Number | None
 Key = Annotated[str, Field(max_length=64)]
 AdviceItem = Annotated[dict[Key, ItemValue], Field(max_length=16)]
 

@@ -38,6 +38,7 @@ import pandas as pd
 from perfgate.analysis.metrics import RunAnalysis, assign_steps
 from perfgate.intervals import clip, merge, union_length
 from perfgate.model import CPU_OPS, Category, Profile
+from perfgate.records import MAX_ITEM_TEXT
 from perfgate.rules import AdvisorSettings
 
 # What a hint keeps, so that a record stays small: items (ops, gaps, sequences) and steps.
@@ -431,16 +432,23 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
 
 
 def _sequence_text(names: tuple[str, ...], limit: int = 6) -> str:
-    """``Cast → Mul ×3 → Add …(+4)``: repeats collapsed, the first few kinds named."""
+    """``Cast → Mul ×3 → Add … (+4)``: repeats collapsed, the first few kinds named, as many
+    as fit a record's item text (:data:`~perfgate.records.MAX_ITEM_TEXT`: rocBLAS kernel
+    names run to 80 characters even without templates)."""
     collapsed: list[tuple[str, int]] = []
     for name in names:
         if collapsed and collapsed[-1][0] == name:
             collapsed[-1] = (name, collapsed[-1][1] + 1)
         else:
             collapsed.append((name, 1))
-    parts = [f"{name} ×{count}" if count > 1 else name for name, count in collapsed[:limit]]
-    more = len(collapsed) - limit
-    return " → ".join(parts) + (f" … (+{more})" if more > 0 else "")
+    parts = [f"{name} ×{count}" if count > 1 else name for name, count in collapsed]
+    shown = min(limit, len(parts))
+    while True:
+        more = len(parts) - shown
+        text = " → ".join(parts[:shown]) + (f" … (+{more})" if more > 0 else "")
+        if len(text) <= MAX_ITEM_TEXT or shown == 1:
+            return text if len(text) <= MAX_ITEM_TEXT else text[: MAX_ITEM_TEXT - 1] + "…"
+        shown -= 1
 
 
 def _sync_waits(

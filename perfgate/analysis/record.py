@@ -4,6 +4,7 @@ baseline file and a results file hold for one benchmark. Pure: no file system, n
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from perfgate.analysis.advisor import advise
@@ -13,6 +14,7 @@ from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import (
     MAX_ADVICE,
     MAX_OPERATORS,
+    MAX_TEXT,
     OperatorEntry,
     RunRecord,
     json_number,
@@ -29,6 +31,17 @@ SAMPLE_COLUMNS = (*METRIC_NAMES, *BREAKDOWN_COLUMNS, "copy_us")
 
 def _rounded(value: float) -> float | None:
     return json_number(value, 6)
+
+
+def record_name(name: str) -> str:
+    """An operator name as a record keeps it: whole up to :data:`~perfgate.records.MAX_TEXT`
+    characters; a longer one (a C++ template kernel: 5,123 characters in a real PyTorch
+    trace) keeps its head, where the kernel's own name is, and a digest of the whole, so
+    two names stay apart and the same kernel reads the same in the baseline and the run."""
+    if len(name) <= MAX_TEXT:
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return name[: MAX_TEXT - len(digest) - 2] + "…#" + digest
 
 
 def fingerprint_from_profile(profile: Profile, analysis: RunAnalysis) -> dict[str, Any]:
@@ -77,8 +90,8 @@ def run_record(
         table = table.head(MAX_OPERATORS)
     for row in table.to_dict("records"):
         entry: OperatorEntry = {
-            "op_type": row["op_type"],
-            "core": row["core"],
+            "op_type": record_name(row["op_type"]),
+            "core": record_name(row["core"]),
             "category": row["category"],
             "calls_per_step": _rounded(row["calls_per_step"]),
             "time_per_step_us": _rounded(row["time_per_step_us"]),
