@@ -11,7 +11,9 @@ docs/reliability.md reports). The promise checked for every case (DESIGN.md §7,
   reported as 0% utilization; or
 * exit 2 with one line on stderr that names a file of the profile (not only its directory)
   and no internal column name (``dur_us``, ``step``, …) where the file has a header of its own;
-* never a traceback, never a hang past 30 s, never more than 2 GiB of memory.
+* never a traceback, never a hang past 30 s, never more than 2 GiB of memory;
+* a profile that reads is one ``perfgate compare`` takes too: compared with itself, exit 0
+  and the verdict ``pass`` (its run record validates).
 
 Each case runs in a forked child (fork is cheap once pandas is imported) under an address-space
 limit and an alarm, so a runaway case is stopped and reported instead of taking the test run
@@ -590,6 +592,17 @@ def _child(path: Path, write_fd: int, timeout_s: int, memory: int) -> None:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 rc = main(["inspect", str(path), "--format", "json"])
             report = {"rc": rc, "stdout": out.getvalue(), "stderr": err.getvalue()}
+            if rc == 0:
+                # What inspect reads, compare and the gate must take too: its run record
+                # validates, and the profile against itself passes.
+                same, err = io.StringIO(), io.StringIO()
+                with contextlib.redirect_stdout(same), contextlib.redirect_stderr(err):
+                    rc_same = main(["compare", str(path), str(path), "--format", "json"])
+                report["compare"] = {
+                    "rc": rc_same,
+                    "verdict": _verdict(same.getvalue()),
+                    "stderr": err.getvalue(),
+                }
         except MemoryError:
             report = {"memory": True, "stderr": err.getvalue()}
         except BaseException as exc:
@@ -635,8 +648,24 @@ def run_inspect(path: Path, *, timeout_s: int = TIMEOUT_S, memory: int = MEMORY_
     if "exception" in report:
         return Outcome("traceback", report["exception"], maxrss_mb=maxrss_mb)
     outcome = judge(path, report["rc"], report["stdout"], report["stderr"])
+    same = report.get("compare")
+    if outcome.kind == "ok" and same and (same["rc"] != 0 or same["verdict"] != "pass"):
+        outcome = Outcome(
+            "wrong",
+            f"compare with itself: exit {same['rc']}, verdict {same['verdict']}: "
+            f"{same['stderr'][:300]}",
+            same["rc"],
+            same["stderr"],
+        )
     outcome.maxrss_mb = maxrss_mb
     return outcome
+
+
+def _verdict(stdout: str) -> str | None:
+    try:
+        return str(json.loads(stdout)["verdict"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 # --------------------------------------------------------------------------- judging
