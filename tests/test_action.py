@@ -441,6 +441,39 @@ def test_action_declares_documented_inputs_and_the_three_outputs() -> None:
     assert action["runs"]["using"] == "composite"
 
 
+@pytest.mark.parametrize(
+    ("install", "expected"),
+    [
+        ("action", ["{action}"]),
+        ("action[fast]", ["{action}[fast]"]),
+        ("perfgate[fast]==0.1.0 extra-pkg", ["perfgate[fast]==0.1.0", "extra-pkg"]),
+        # Not the action form: pip gets it as written, as one argument; no shell sees it.
+        ("action[fast];touch x", ["action[fast];touch", "x"]),
+    ],
+)
+def test_the_install_step_gives_pip_the_action_ref_with_its_extras(
+    tmp_path: Path, install: str, expected: list[str]
+) -> None:
+    (step,) = [s for s in load_yaml(ACTION)["runs"]["steps"] if s["name"] == "Install perfgate"]
+    record = tmp_path / "argv.json"
+    fake = tmp_path / "python"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    action = tmp_path / "action ref"  # a path with a space stays one argument
+    env = clean_env(
+        PERFGATE_PYTHON=str(fake), PERFGATE_INSTALL=install, GITHUB_ACTION_PATH=str(action)
+    )
+    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, check=True)
+    argv = json.loads(record.read_text(encoding="utf-8"))
+    assert argv[:4] == ["-m", "pip", "install", "--disable-pip-version-check"]
+    assert argv[4:] == [arg.format(action=action) for arg in expected]
+    assert not (tmp_path / "x").exists()
+
+
 def test_no_run_script_expands_an_expression_and_third_party_actions_are_pinned() -> None:
     documents = [load_yaml(ACTION)["runs"]["steps"]]
     for workflow in WORKFLOWS:
