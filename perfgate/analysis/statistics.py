@@ -323,8 +323,8 @@ def session_prior(session_noise: float, *, log: bool, centre: float) -> float | 
     ``u`` in 0..1) moves when a session slows one part of the step more than the rest (the
     host's Python against the kernels, a copy against the compute): one part moved by the
     factor 1 + noise against the rest moves ``u`` by about u·(1 − u)·log(1 + noise), the
-    slope of the logistic at ``u``. So 20% is ±5pt at a share of 50%, ±1.7pt at 90% and at
-    10%, and nothing at 0 or 1, where a share cannot move without the code changing.
+    slope of the logistic at ``u``. So 20% is ±4.6pt at a share of 50%, ±1.6pt at 90% and
+    at 10%, and nothing at 0 or 1, where a share cannot move without the code changing.
     """
     if session_noise <= 0 or not math.isfinite(centre):
         return None
