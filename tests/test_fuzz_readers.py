@@ -183,6 +183,17 @@ def test_odd_sqlite_values_in_names_and_times_never_crash(tmp_path: Path, value:
         assert "msprof_0.db" in outcome.detail and "TASK.endNs" in outcome.detail
 
 
+def test_a_blob_in_every_string_id_reads(tmp_path: Path) -> None:
+    # Fuzz seed 12, msprof .db case 10: the MSTX step marks' message, a blob of no UTF-8,
+    # raised UnicodeDecodeError (the rows above only turn every other string into one).
+    case = copy_of("ascend_db/msprof_full_db", tmp_path)
+    with sqlite3.connect(case / "msprof_0.db") as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("UPDATE STRING_IDS SET value = ?", (b"\xff\xfe\x00",))
+    outcome = fz.run_inspect(case)
+    assert outcome.kind in ("ok", "clean"), outcome
+
+
 def test_no_operator_type_is_an_unresolved_string_id() -> None:
     profile = load_profile(fz.DATA / "ascend_db/msprof_full_db")
     # STRING_IDS 402 holds "1.83976461015564e+19": an id msprof did not resolve, no name

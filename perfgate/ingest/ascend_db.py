@@ -1051,7 +1051,9 @@ def _mstx_steps(conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
         f"WHERE e.eventType = {_MSTX_RANGE}"
     )
     marks = _query(conn, schema.db, sql, "MSTX_EVENTS")
-    step = marks["message"].astype(str).str.strip().str.extract(_STEP_MARK, expand=False)
+    step = (
+        marks["message"].map(_decoded).astype(str).str.strip().str.extract(_STEP_MARK, expand=False)
+    )
     marks = marks[step.notna()].assign(step=step.dropna().astype("int64"))
     if marks.empty:
         return pd.DataFrame(columns=["step", "start_ns", "end_ns"])
