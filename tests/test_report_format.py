@@ -13,7 +13,9 @@ import pytest
 from perfgate.cli import main
 from perfgate.report.format import (
     format_change,
+    format_p,
     format_time,
+    p_clause,
     short_name,
     short_names,
     terminal_width,
@@ -141,3 +143,12 @@ def test_an_operators_share_of_the_step_change_never_claims_more_than_the_whole(
     from perfgate.report.format import format_share
 
     assert format_share(share) == cell
+
+
+def test_a_p_value_that_underflowed_is_not_shown_as_zero() -> None:
+    # host_copy on cnn_train: copy ratio 0.00% in every baseline round, 7.13% now; the
+    # t-test's p underflows to 0.0, and "p=0" would claim a certainty no test gives.
+    assert format_p(0.0) == "<1e-300" and p_clause(0.0) == "p<1e-300"
+    assert format_p(0.0016) == "0.0016" and p_clause(0.0016) == "p=0.0016"
+    assert format_p(1.4e-112) == "1.4e-112"
+    assert format_p(None) == p_clause(None)[2:]

@@ -22,6 +22,7 @@ from perfgate.report.format import (
     format_calls,
     format_change,
     format_ms,
+    format_p,
     format_share,
     format_value,
     name_width,
@@ -164,7 +165,7 @@ def compare_document(
 def _p(m: MetricJudgement) -> str:
     if m.p_value is None:
         return "n/a" if m.test == "none" else "—"
-    return f"{m.p_value:.2g}"
+    return format_p(m.p_value)
 
 
 def _shown_status(status: MetricStatus) -> str:

@@ -6,7 +6,13 @@ metric, and the operators that explain it. Built from the facts the decision kep
 from __future__ import annotations
 
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
-from perfgate.report.format import format_change, format_spread, format_value, short_name
+from perfgate.report.format import (
+    format_change,
+    format_spread,
+    format_value,
+    p_clause,
+    short_name,
+)
 from perfgate.verdict import MetricStatus, Verdict
 
 BREAKDOWN_WORDS = {
@@ -65,7 +71,7 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
         reasons.append(noise_clause(m))
     elif m.effect is not None:
         if m.significant is False and m.p_value is not None:
-            reasons.append(f"not significant (p={m.p_value:.2g} ≥ α={m.alpha_look:.2g})")
+            reasons.append(f"not significant ({p_clause(m.p_value)} ≥ α={m.alpha_look:.2g})")
         if m.within_history:
             reasons.append(
                 f"within the spread of the last {m.history_runs} baselines "
@@ -127,7 +133,7 @@ def noise_clause(m: MetricJudgement) -> str:
         )
     rounds = f"after {m.n_current} rounds"
     if m.effect == "bad":
-        p = f"p={m.p_value:.2g} ≥ α={m.alpha_look:.2g}" if m.p_value is not None else "untested"
+        p = f"{p_clause(m.p_value)} ≥ α={m.alpha_look:.2g}" if m.p_value is not None else "untested"
         return (
             f"{format_change(m.change, m.unit)} is past the {m.threshold} limit but not "
             f"significant ({p}) with runner noise {noise_figures(m)} {rounds}; remedies: "
@@ -201,7 +207,7 @@ def summary_lines(c: Comparison) -> list[str]:
             f"vs baseline {baseline_label(c)}"
         )
         if m.p_value is not None:
-            line += f"; p={m.p_value:.2g}"
+            line += f"; {p_clause(m.p_value)}"
         if m.status is MetricStatus.UNSTABLE:
             line += "; " + "; ".join(metric_reasons(m))
         if m.status is MetricStatus.REGRESSION:
@@ -217,7 +223,7 @@ def summary_lines(c: Comparison) -> list[str]:
     lines.extend(
         f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] regressed: "
         f"{o.baseline_time_per_step_us / 1e3:.3f} → {o.current_time_per_step_us / 1e3:.3f} "
-        f"ms/step (p={o.p_value:.2g}, Holm-corrected)"
+        f"ms/step ({p_clause(o.p_value)}, Holm-corrected)"
         for o in c.operators
         if o.regression
     )

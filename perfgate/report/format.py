@@ -82,9 +82,17 @@ def format_calls(value: float | None) -> str:
 
 
 def format_p(value: float | None) -> str:
+    """A p-value for a table cell: ``0.0016``; one that underflowed to 0 (a copy ratio rising
+    from exactly 0 in every baseline round) reads ``<1e-300``, not ``0``."""
     if value is None or missing(value):
         return NOT_AVAILABLE
-    return f"{value:.2g}"
+    return "<1e-300" if value <= 0 else f"{value:.2g}"
+
+
+def p_clause(value: float | None) -> str:
+    """``p=0.0016``, or ``p<1e-300`` where the p-value underflowed."""
+    shown = format_p(value)
+    return f"p{shown}" if shown.startswith("<") else f"p={shown}"
 
 
 def _drop_nested(name: str, opening: str, closing: str) -> str:
