@@ -15,7 +15,7 @@ from perfgate.analysis.metrics import analyze
 from perfgate.analysis.record import record_name, run_record
 from perfgate.cli import main
 from perfgate.ingest import load_profile
-from perfgate.records import MAX_ITEM_TEXT, MAX_TEXT
+from perfgate.records import MAX_ITEM_TEXT, MAX_NOTES, MAX_TEXT
 
 KINETO = Path(__file__).parent / "data" / "kineto"
 LONG_NAMES = KINETO / "benchmark_result_2869224_1695835535_trace.json.gz"
@@ -65,3 +65,18 @@ def test_compare_of_two_real_kineto_traces_with_long_names(
     (same,) = json.loads(capsys.readouterr().out)["benchmarks"]
     assert same["verdict"] == "pass"
     assert {m["status"] for m in same["metrics"]} == {"pass"}
+
+
+def test_a_record_keeps_its_notes_within_bounds() -> None:
+    # A cluster of hundreds of ranks or exports can have more notes than a record keeps.
+    profile = load_profile(ROCM)
+    analysis = analyze(profile)
+    analysis.notes.insert(0, "x" * (MAX_TEXT + 50))
+    analysis.notes.extend(f"rank {i}: an older export ignored" for i in range(500))
+    record = run_record(profile, analysis, benchmark="b", env="e")  # validates, or raises
+    notes = record["notes"]
+    assert len(notes) == MAX_NOTES
+    assert notes[0] == "x" * (MAX_TEXT - 1) + "…"
+    assert notes[1 : MAX_NOTES - 1] == analysis.notes[1 : MAX_NOTES - 1]
+    left_out = len(analysis.notes) - MAX_NOTES + 1
+    assert notes[-1] == f"… and {left_out} more notes (perfgate inspect shows all)"

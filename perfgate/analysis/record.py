@@ -13,6 +13,7 @@ from perfgate.analysis.timeline import timeline_strip
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import (
     MAX_ADVICE,
+    MAX_NOTES,
     MAX_OPERATORS,
     MAX_TEXT,
     OperatorEntry,
@@ -42,6 +43,17 @@ def record_name(name: str) -> str:
         return name
     digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return name[: MAX_TEXT - len(digest) - 2] + "…#" + digest
+
+
+def _kept_notes(notes: list[str]) -> list[str]:
+    """The notes as a record bounds them (:data:`~perfgate.records.MAX_NOTES` of at most
+    :data:`~perfgate.records.MAX_TEXT` characters): a cluster of hundreds of ranks or
+    exports can say more, and the record must still be written."""
+    kept = [n if len(n) <= MAX_TEXT else n[: MAX_TEXT - 1] + "…" for n in notes]
+    if len(kept) > MAX_NOTES:
+        left_out = len(kept) - (MAX_NOTES - 1)
+        kept = [*kept[: MAX_NOTES - 1], f"… and {left_out} more notes (perfgate inspect shows all)"]
+    return kept
 
 
 def fingerprint_from_profile(profile: Profile, analysis: RunAnalysis) -> dict[str, Any]:
@@ -112,7 +124,7 @@ def run_record(
         "profile": {"format": profile.source, "path": profile.path},
         "samples": samples,
         "operators": operators,
-        "notes": notes,
+        "notes": _kept_notes(notes),
         "advice": [hint.as_dict() for hint in advise(profile, analysis, advisor)][:MAX_ADVICE],
         "timeline": timeline_strip(profile, analysis),
     }
