@@ -576,7 +576,7 @@ def _vm_size() -> int:
     return 0
 
 
-def _child(path: Path, write_fd: int, timeout_s: int, memory: int) -> None:
+def _child(path: Path, write_fd: int, timeout_s: int, memory: int, compare: bool) -> None:
     """Run inspect in the forked child; write a JSON report to ``write_fd``; never return."""
     status = 0
     try:
@@ -592,7 +592,7 @@ def _child(path: Path, write_fd: int, timeout_s: int, memory: int) -> None:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 rc = main(["inspect", str(path), "--format", "json"])
             report = {"rc": rc, "stdout": out.getvalue(), "stderr": err.getvalue()}
-            if rc == 0:
+            if rc == 0 and compare:
                 # What inspect reads, compare and the gate must take too: its run record
                 # validates, and the profile against itself passes.
                 same, err = io.StringIO(), io.StringIO()
@@ -620,13 +620,16 @@ def _child(path: Path, write_fd: int, timeout_s: int, memory: int) -> None:
         os._exit(status)
 
 
-def run_inspect(path: Path, *, timeout_s: int = TIMEOUT_S, memory: int = MEMORY_LIMIT) -> Outcome:
-    """``perfgate inspect PATH --format json`` in a forked child, judged (see the module doc)."""
+def run_inspect(
+    path: Path, *, timeout_s: int = TIMEOUT_S, memory: int = MEMORY_LIMIT, compare: bool = True
+) -> Outcome:
+    """``perfgate inspect PATH --format json`` in a forked child, judged (see the module doc);
+    with ``compare``, then ``perfgate compare PATH PATH`` when inspect read it."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         os.close(read_fd)
-        _child(path, write_fd, timeout_s, memory)
+        _child(path, write_fd, timeout_s, memory, compare)
     os.close(write_fd)
     chunks = []
     with os.fdopen(read_fd, "rb") as pipe:
@@ -786,12 +789,19 @@ def warm_up() -> None:
 
 
 def run_case(
-    target: Target, chooser: Chooser, root: Path, *, mutations: int = 1, deep: bool = False
+    target: Target,
+    chooser: Chooser,
+    root: Path,
+    *,
+    mutations: int = 1,
+    deep: bool = False,
+    compare: bool = True,
 ) -> tuple[Outcome, list[str]]:
-    """Copy ``target`` under ``root``, mutate it, inspect it; the outcome and the mutations."""
+    """Copy ``target`` under ``root``, mutate it, inspect it (and compare it with itself when
+    ``compare``); the outcome and the mutations."""
     case = target.build(root)
     done = [mutate(case, chooser, deep=deep) for _ in range(mutations)]
-    return run_inspect(case), done
+    return run_inspect(case, compare=compare), done
 
 
 FormatCounts = dict[str, dict[str, int]]
