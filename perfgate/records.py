@@ -263,9 +263,30 @@ def _check_rounds(run: RunRecord, where: str) -> None:
                 f"{where}: key '{key}.{other}' has {lengths[other]} values but "
                 f"'{key}.{first}' has {lengths[first]} (expected one value per step)"
             )
+        for column in _LABEL_COLUMNS:
+            _check_labels(table.get(column), f"{key}.{column}", where)
     timing = run.get("timing")
     if timing is not None and "step_time_us" not in timing:
         raise PerfgateError(f"{where}: key 'timing.step_time_us' is missing")
+
+
+# Columns that label steps rather than measure them: whole numbers, rounds and processes
+# from 0 (they group the rounds of the decision).
+_LABEL_COLUMNS = ("step", "round", "process")
+_LARGEST_LABEL = 2**53  # exact as a JSON number and as a float
+
+
+def _check_labels(values: list[Any] | None, key: str, where: str) -> None:
+    if not values:
+        return
+    lowest = -_LARGEST_LABEL if key.endswith(".step") else 0
+    for index, value in enumerate(values):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and lowest <= value < _LARGEST_LABEL and value == int(value)):
+            kind = "an integer" if lowest < 0 else "an integer from 0"
+            raise PerfgateError(
+                f"{where}: key '{key}.{index}' is {value!r} (expected {kind}: it labels the steps)"
+            )
 
 
 def _upgrade_v1(document: dict[str, Any]) -> dict[str, Any]:

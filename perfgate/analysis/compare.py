@@ -853,12 +853,11 @@ def side_rounds(record: RunRecord, metric: str) -> RoundValues:
             return round_values(
                 timing["step_time_us"], timing.get("round"), timing.get("process"), log=True
             )
-        samples = record["samples"]
-        process = samples.get("process")
-        return round_values(samples.get(metric, []), process, process, log=True)
     samples = record["samples"]
+    if metric not in samples:  # a record that did not measure it (an older or partial one)
+        return round_values([], log=metric == "step_time_us")
     process = samples.get("process")
-    return round_values(samples.get(metric, []), process, process)
+    return round_values(samples[metric], process, process, log=metric == "step_time_us")
 
 
 def step_samples(record: RunRecord, metric: str) -> list[float | None]:

@@ -1,0 +1,181 @@
+"""Mutation fuzzing of the store's side: a real baseline file, poisoned, given to
+``perfgate compare``. The promise is the readers' (docs/reliability.md): exit 0 or 1 with
+strict JSON, or exit 2 with one line naming the file; never a traceback.
+
+Hypothesis walks into the record (a random path of keys and indexes) and replaces, deletes
+or grows what it finds with hostile values (NaN, 1e308, 2**64, lone surrogates, wrong
+types), or cuts the file short; either side of the comparison may be the poisoned one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfgate.cli import main
+
+RECORD = Path(__file__).parent / "data" / "records" / "input_pipeline.baseline.json"
+HOSTILE: list[Any] = [
+    None,
+    True,
+    -1,
+    0,
+    1.5,
+    -1e308,
+    1e308,
+    float("nan"),
+    float("inf"),
+    2**64,
+    -(2**63),
+    "",
+    "text",
+    "\ud800",
+    "x" * 5000,
+    [],
+    [None],
+    [1e308, -1],
+    {},
+    {"a": [1]},
+    [[[[[]]]]],
+]
+
+
+def _strict(text: str) -> Any:
+    def refuse(token: str) -> Any:
+        raise ValueError(f"non-strict JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@st.composite
+def poisoned(draw: st.DrawFn) -> tuple[Any, str]:
+    """The record with one thing changed, and what."""
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    node: Any = record
+    path: list[str | int] = []
+    while True:
+        keys: list[Any] = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = draw(st.sampled_from(keys))
+        child = node[key]
+        if not isinstance(child, (dict, list)) or not child or draw(st.integers(0, 2)) == 0:
+            break
+        node, path = child, [*path, key]
+    where = "/".join(str(p) for p in path)
+    action = draw(st.sampled_from(["replace", "delete", "grow"]))
+    value = draw(st.sampled_from(HOSTILE))
+    if not keys:
+        action = "grow"
+    if action == "grow" and isinstance(node, list):
+        node.append(value)
+        return record, f"{where}: append {value!r:.40}"
+    if action == "grow":
+        node["extra_key"] = value
+        return record, f"{where}: add extra_key {value!r:.40}"
+    if action == "delete":
+        del node[key]
+        return record, f"{where}/{key}: deleted"
+    node[key] = value
+    return record, f"{where}/{key} = {value!r:.40}"
+
+
+def _write(path: Path, record: Any) -> None:
+    # json.dumps writes NaN/Infinity and lone surrogates (as \ud800): both are hostile input.
+    path.write_text(json.dumps(record), encoding="utf-8")
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(case=poisoned(), poison_current=st.booleans(), cut=st.integers(0, 9))
+def test_a_poisoned_baseline_file_is_one_error_line_or_a_verdict(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: tuple[Any, str],
+    poison_current: bool,
+    cut: int,
+) -> None:
+    record, change = case
+    folder = tmp_path_factory.mktemp("records")
+    baseline, current = folder / "baseline.json", folder / "current.json"
+    clean = RECORD.read_bytes()
+    baseline.write_bytes(clean)
+    current.write_bytes(clean)
+    poisoned_file = current if poison_current else baseline
+    _write(poisoned_file, record)
+    if cut == 0:  # a file cut short as a full disk or a killed writer leaves it
+        data = poisoned_file.read_bytes()
+        poisoned_file.write_bytes(data[: len(data) // 2])
+        change += " (and cut in half)"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["compare", str(baseline), str(current), "--format", "json"])
+    if rc in (0, 1):
+        document = _strict(out.getvalue())
+        assert document["verdict"] in {
+            "pass",
+            "regression",
+            "improvement",
+            "unstable",
+            "incomparable",
+            "no-baseline",
+        }, change
+        return
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2, (change, rc, err.getvalue()[:500])
+    assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), (change, lines)
+    assert poisoned_file.name in lines[0], (change, lines[0])
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [
+        ("samples.process", None, "expected an integer from 0"),
+        ("timing.round", 1.5, "expected an integer from 0"),
+        ("timing.process", -1, "expected an integer from 0"),
+        ("samples.step", 2.5, "expected an integer"),
+    ],
+)
+def test_a_step_label_that_is_no_whole_number_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], column: str, value: Any, expected: str
+) -> None:
+    # Found by the fuzzing above: samples.process[0] = null raised TypeError in the decision.
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    table, key = column.split(".")
+    record[table][key][0] = value
+    baseline = tmp_path / "baseline.json"
+    _write(baseline, record)
+    assert main(["compare", str(baseline), str(RECORD), "--format", "json"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"perfgate: error: {baseline}: key '{column}.0' is {value!r}")
+    assert expected in line
+
+
+def test_a_record_without_a_metric_column_compares_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by the fuzzing above: samples.utilization deleted raised IndexError (the round
+    # labels of 60 steps against no values); a record that did not measure a metric says so.
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    del record["samples"]["utilization"]
+    baseline = tmp_path / "baseline.json"
+    _write(baseline, record)
+    assert main(["compare", str(baseline), str(RECORD), "--format", "json"]) == 0
+    (benchmark,) = _strict(capsys.readouterr().out)["benchmarks"]
+    status = {m["name"]: m["status"] for m in benchmark["metrics"]}
+    assert status["utilization"] == "n/a"
+    assert status["copy_ratio"] == status["free_ratio"] == "pass"
+    # The record against itself: no change, but this VM's recorded noise between processes
+    # (±17%) is past the +5% limit, so step time cannot pass.
+    assert status["step_time"] == "unstable"
