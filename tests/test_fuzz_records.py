@@ -1,10 +1,11 @@
 """Mutation fuzzing of the store's side: a real baseline file, poisoned, given to
-``perfgate compare``. The promise is the readers' (docs/reliability.md): exit 0 or 1 with
-strict JSON, or exit 2 with one line naming the file; never a traceback.
+``perfgate compare``; a real results file, poisoned, given to ``perfgate report``. The
+promise is the readers' (docs/reliability.md): exit 0 or 1 with strict JSON, or exit 2 with
+one line naming the file; never a traceback.
 
-Hypothesis walks into the record (a random path of keys and indexes) and replaces, deletes
+Hypothesis walks into the document (a random path of keys and indexes) and replaces, deletes
 or grows what it finds with hostile values (NaN, 1e308, 2**64, lone surrogates, wrong
-types), or cuts the file short; either side of the comparison may be the poisoned one.
+types), or cuts the file short; either side of a comparison may be the poisoned one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from hypothesis import strategies as st
 
 from perfgate.cli import main
 
-RECORD = Path(__file__).parent / "data" / "records" / "input_pipeline.baseline.json"
+RECORDS = Path(__file__).parent / "data" / "records"
+RECORD = RECORDS / "input_pipeline.baseline.json"
+# What `PERFGATE_EXAMPLE_REGRESSION=host_copy pytest --perfgate examples/` wrote against
+# baselines of its commit: three runs, each a regression with its comparison.
+RESULTS = RECORDS / "host_copy.results.json"
 HOSTILE: list[Any] = [
     None,
     True,
@@ -55,9 +60,9 @@ def _strict(text: str) -> Any:
 
 
 @st.composite
-def poisoned(draw: st.DrawFn) -> tuple[Any, str]:
-    """The record with one thing changed, and what."""
-    record = json.loads(RECORD.read_text(encoding="utf-8"))
+def poisoned(draw: st.DrawFn, source: Path = RECORD) -> tuple[Any, str]:
+    """The document at ``source`` with one thing changed, and what."""
+    record = json.loads(source.read_text(encoding="utf-8"))
     node: Any = record
     path: list[str | int] = []
     while True:
@@ -136,6 +141,42 @@ def test_a_poisoned_baseline_file_is_one_error_line_or_a_verdict(
     assert rc == 2, (change, rc, err.getvalue()[:500])
     assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), (change, lines)
     assert poisoned_file.name in lines[0], (change, lines[0])
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(
+    case=poisoned(RESULTS),
+    form=st.sampled_from(["json", "table", "md", "json", "table", "md", "html"]),
+    cut=st.integers(0, 9),
+)
+def test_a_poisoned_results_file_is_one_error_line_or_a_report(
+    tmp_path_factory: pytest.TempPathFactory, case: tuple[Any, str], form: str, cut: int
+) -> None:
+    document, change = case
+    results = tmp_path_factory.mktemp("results") / "results.json"
+    _write(results, document)
+    if cut == 0:
+        data = results.read_bytes()
+        results.write_bytes(data[: len(data) // 2])
+        change += " (and cut in half)"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["report", str(results), "--format", form])
+    if rc in (0, 1):
+        assert out.getvalue().strip(), change
+        if form == "json":
+            _strict(out.getvalue())
+        return
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2, (change, rc, err.getvalue()[:500])
+    assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), (change, lines)
+    assert results.name in lines[0], (change, lines[0])
 
 
 @pytest.mark.parametrize(
