@@ -348,6 +348,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from perfgate.sides import load_results_file
 
     document = load_results_file(Path(args.results))
+    # Every comparison is rebuilt (and so checked) before anything is written.
+    comparisons = [
+        comparison_from_dict(dict(comparison), args.results, f"runs.{index}.comparison.")
+        for index, run in enumerate(document["runs"])
+        if isinstance(comparison := run.get("comparison"), dict)
+    ]
     if args.format == "html":
         from perfgate.report.html import render_results_html
         from perfgate.verdict import Verdict, exit_status
@@ -355,11 +361,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
         _write(render_results_html(document), args.output)
         verdicts = [Verdict(run["verdict"]) for run in document["runs"] if run.get("verdict")]
         return exit_status(verdicts, strict=bool(args.strict))
-    comparisons = [
-        comparison_from_dict(comparison)
-        for run in document["runs"]
-        if isinstance(comparison := run.get("comparison"), dict)
-    ]
     if not comparisons:
         raise PerfgateError(
             f"{args.results}: holds no comparisons (a --perfgate-update run records baselines only)"

@@ -35,6 +35,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_confi
 from typing_extensions import NotRequired, TypedDict
 
 from perfgate.errors import PerfgateError
+from perfgate.verdict import MetricStatus, Verdict
 
 BASELINE_FORMAT = "perfgate.baseline"
 # Format history (bump on any change a reader of the previous version would misread):
@@ -151,11 +152,102 @@ class BaselineRecord(RunRecord):
     dirty: NotRequired[bool]
 
 
+Optional = Number | None  # a fact the JSON writes as null where it is unknown (NaN)
+
+
+@with_config(_OPEN)
+class ComparisonSideInfo(TypedDict, total=False):
+    """Which run a comparison's side is: the baseline's commit, how it was found …"""
+
+    commit: Annotated[str, Field(max_length=64)] | None
+    how: Text | None
+    distance: int | None
+    path: Text | None
+    env: Text | None
+    measured: dict[Text, Optional] | None
+
+
+class RoundBox(TypedDict):
+    """One round's step times as a box (the HTML report's distribution chart)."""
+
+    process: int
+    round: int
+    n: int
+    min: Number
+    p5: Number
+    q1: Number
+    median: Number
+    q3: Number
+    p95: Number
+    max: Number
+
+
+@with_config(_OPEN)
+class BaselineSummary(TypedDict, total=False):
+    """What a comparison keeps of its baseline side for the reports."""
+
+    commit: Annotated[str, Field(max_length=64)] | None
+    rounds: Annotated[list[RoundBox], Field(max_length=MAX_SAMPLES)]
+    breakdown: dict[Text, Optional]
+    timeline: TimelineStrip | None
+    fingerprint: dict[Text, Scalar]
+
+
+@with_config(_OPEN)
+class ComparisonMetric(TypedDict):
+    """A metric's judgement as a results file keeps it (``docs/json.md``); the reports read
+    these facts."""
+
+    name: Text
+    metric: Text
+    status: MetricStatus
+    baseline: NotRequired[Optional]
+    current: NotRequired[Optional]
+    change: NotRequired[Optional]
+    threshold: NotRequired[Text]
+    unit: NotRequired[Text]
+    bad_sign: NotRequired[int]
+    gated: NotRequired[bool]
+    significant: NotRequired[bool | None]
+    p_value: NotRequired[Optional]
+    test: NotRequired[Text | None]
+    n_baseline: NotRequired[int]
+    n_current: NotRequired[int]
+    copy_calls: NotRequired[Annotated[list[Number], Field(min_length=2, max_length=2)] | None]
+
+
+@with_config(_OPEN)
+class ComparisonOperator(TypedDict):
+    """One operator's change as a results file keeps it."""
+
+    op_type: Text
+    core: Text
+    status: Text
+
+
+@with_config(_OPEN)
+class ComparisonDocument(TypedDict):
+    """A benchmark's comparison in a results file (what ``perfgate report`` renders again)."""
+
+    benchmark: Text
+    verdict: Verdict
+    baseline: NotRequired[ComparisonSideInfo]
+    current: NotRequired[ComparisonSideInfo]
+    metrics: NotRequired[Annotated[list[ComparisonMetric], Field(max_length=64)]]
+    operators: NotRequired[Annotated[list[ComparisonOperator], Field(max_length=MAX_OPERATORS)]]
+    warnings: NotRequired[Annotated[list[Text], Field(max_length=MAX_NOTES)]]
+    notes: NotRequired[Annotated[list[Text], Field(max_length=MAX_NOTES)]]
+    breakdown_delta_us: NotRequired[dict[Text, Optional]]
+    step_delta_us: NotRequired[Optional]
+    advice: NotRequired[Annotated[list[AdviceEntry], Field(max_length=MAX_ADVICE)] | None]
+    baseline_summary: NotRequired[BaselineSummary | None]
+
+
 class ResultsRun(RunRecord):
     """A run in a results file: the record, its verdict and its comparison."""
 
-    verdict: NotRequired[str]
-    comparison: NotRequired[dict[str, Any] | None]
+    verdict: NotRequired[Verdict]
+    comparison: NotRequired[ComparisonDocument | None]
     baseline_path: NotRequired[str | None]
     timings_s: NotRequired[dict[str, Number]]
 
@@ -235,15 +327,21 @@ def _problem(error: Any) -> str:
     return f"is {got} (expected {expected})"
 
 
-def _validated(adapter: TypeAdapter[Any], value: object, where: str) -> Any:
+def _validated(adapter: TypeAdapter[Any], value: object, where: str, prefix: str = "") -> Any:
     try:
         record = adapter.validate_python(value)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        key = prefix + ".".join(str(part) for part in error["loc"]) or "(top level)"
         more = f"; and {exc.error_count() - 1} more" if exc.error_count() > 1 else ""
         raise PerfgateError(f"{where}: key {key!r} {_problem(error)}{more}") from None
     return record
+
+
+def validated(adapter: TypeAdapter[Any], value: object, where: str, prefix: str = "") -> Any:
+    """``value`` validated by ``adapter``, or one :class:`PerfgateError` naming ``where`` and
+    the key (``prefix`` + its path inside ``value``), the value and what was expected."""
+    return _validated(adapter, value, where, prefix)
 
 
 def _check_rounds(run: RunRecord, where: str) -> None:

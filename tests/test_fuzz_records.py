@@ -220,3 +220,38 @@ def test_a_record_without_a_metric_column_compares_the_rest(
     # The record against itself: no change, but this VM's recorded noise between processes
     # (±17%) is past the +5% limit, so step time cannot pass.
     assert status["step_time"] == "unstable"
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (lambda c: c.pop("verdict"), "runs.0.comparison.verdict"),
+        (lambda c: c.update(verdict=None), "runs.0.comparison.verdict"),
+        (lambda c: c.pop("benchmark"), "runs.0.comparison.benchmark"),
+        (lambda c: c["metrics"][0].update(noise="text"), "runs.0.comparison.metrics.0.noise"),
+        (
+            lambda c: c["operators"][1].update(delta_us=[1]),
+            "runs.0.comparison.operators.1.delta_us",
+        ),
+        (lambda c: c["baseline"].update(commit=123), "runs.0.comparison.baseline.commit"),
+    ],
+)
+@pytest.mark.parametrize("form", ["table", "html"])
+def test_a_damaged_comparison_in_a_results_file_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    change: Any,
+    key: str,
+    form: str,
+) -> None:
+    # Found by the fuzzing above: a comparison without its verdict or benchmark raised
+    # KeyError / ValueError in perfgate report; its facts were not checked at all.
+    document = json.loads(RESULTS.read_text(encoding="utf-8"))
+    change(document["runs"][0]["comparison"])
+    results = tmp_path / "results.json"
+    _write(results, document)
+    assert main(["report", str(results), "--format", form]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"perfgate: error: {results}: key '{key}' ")
+    assert not captured.out  # nothing half-written

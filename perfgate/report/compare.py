@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from pydantic import TypeAdapter
 from tabulate import tabulate
 
 from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
-from perfgate.records import json_number
+from perfgate.errors import PerfgateError
+from perfgate.records import json_number, validated
 from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
@@ -83,61 +85,83 @@ def comparison_dict(c: Comparison, top_operators: int | None = None) -> dict[str
     }
 
 
-def _float(value: Any) -> float:
-    return float("nan") if value is None else float(value)
+# The facts a report reads, typed as the dataclasses declare them: a results file is input.
+_METRIC = TypeAdapter(MetricJudgement)
+_OPERATOR = TypeAdapter(OperatorDelta)
 
 
-def metric_from_dict(m: dict[str, Any]) -> MetricJudgement:
-    """The inverse of :func:`metric_dict` (unknown keys are ignored, missing ones default)."""
+def metric_from_dict(
+    m: dict[str, Any], where: str = "comparison", key: str = ""
+) -> MetricJudgement:
+    """The inverse of :func:`metric_dict` (unknown keys are ignored, missing ones default,
+    null numbers are NaN); a fact of the wrong type is one :class:`PerfgateError` naming
+    ``where`` and ``key``."""
     known = {f.name for f in fields(MetricJudgement)}
     values = {k: v for k, v in m.items() if k in known}
     for name in ("baseline", "current", "change"):
-        values[name] = _float(values.get(name))
-    values["status"] = MetricStatus(m["status"])
+        if values.get(name) is None:
+            values[name] = float("nan")
     values.setdefault("bad_sign", 1 if str(m.get("threshold", "+")).startswith("+") else -1)
     for name in ("significant", "p_value", "test", "n_baseline", "n_current"):
         values.setdefault(name, None if name in ("significant", "p_value") else 0)
     values["test"] = values["test"] or "none"
-    if isinstance(values.get("copy_calls"), list) and len(values["copy_calls"]) == 2:
-        values["copy_calls"] = tuple(float(v) for v in values["copy_calls"])
-    else:
+    if values.get("copy_calls") is None:
         values.pop("copy_calls", None)
-    return MetricJudgement(**values)
+    judgement: MetricJudgement = validated(_METRIC, values, where, key)
+    return judgement
 
 
-def comparison_from_dict(data: dict[str, Any]) -> Comparison:
+def _operator_from_dict(o: dict[str, Any], where: str, key: str) -> OperatorDelta:
+    known = {f.name for f in fields(OperatorDelta)}
+    values = {k: v for k, v in o.items() if k in known}
+    values.setdefault("category", "")
+    for name in (
+        "baseline_time_per_step_us",
+        "current_time_per_step_us",
+        "delta_us",
+        "baseline_calls_per_step",
+        "current_calls_per_step",
+        "current_share",
+    ):
+        if values.get(name) is None:
+            values[name] = float("nan")
+    values.setdefault("share_of_step_delta", None)
+    delta: OperatorDelta = validated(_OPERATOR, values, where, key)
+    return delta
+
+
+def comparison_from_dict(
+    data: dict[str, Any], where: str = "comparison", prefix: str = ""
+) -> Comparison:
     """Rebuild a :class:`Comparison` from :func:`comparison_dict` (xdist workers hand their
-    results to the controller as JSON; ``perfgate report`` renders a results file again)."""
-    metrics = [metric_from_dict(m) for m in data.get("metrics", [])]
-    operators = [
-        OperatorDelta(
-            op_type=str(o["op_type"]),
-            core=str(o["core"]),
-            category=str(o.get("category", "")),
-            baseline_time_per_step_us=_float(o.get("baseline_time_per_step_us")),
-            current_time_per_step_us=_float(o.get("current_time_per_step_us")),
-            delta_us=_float(o.get("delta_us")),
-            share_of_step_delta=o.get("share_of_step_delta"),
-            baseline_calls_per_step=_float(o.get("baseline_calls_per_step")),
-            current_calls_per_step=_float(o.get("current_calls_per_step")),
-            status=str(o["status"]),
-            current_share=_float(o.get("current_share")),
-            gated=bool(o.get("gated", False)),
-            p_value=o.get("p_value"),
-            regression=bool(o.get("regression", False)),
-        )
-        for o in data.get("operators", [])
+    results to the controller as JSON; ``perfgate report`` renders a results file again).
+    A damaged fact is one :class:`PerfgateError` naming ``where`` and the key (``prefix`` +
+    its path in ``data``)."""
+    metrics = [
+        metric_from_dict(m, where, f"{prefix}metrics.{i}.")
+        for i, m in enumerate(data.get("metrics", []))
     ]
+    operators = [
+        _operator_from_dict(o, where, f"{prefix}operators.{i}.")
+        for i, o in enumerate(data.get("operators", []))
+    ]
+    try:
+        verdict = Verdict(data["verdict"])
+    except (KeyError, ValueError):
+        raise PerfgateError(
+            f"{where}: key '{prefix}verdict' is {data.get('verdict')!r} (expected one of "
+            f"{', '.join(v.value for v in Verdict)})"
+        ) from None
     return Comparison(
-        benchmark=data["benchmark"],
-        verdict=Verdict(data["verdict"]),
-        baseline=dict(data.get("baseline", {})),
-        current=dict(data.get("current", {})),
+        benchmark=str(data.get("benchmark", "")),
+        verdict=verdict,
+        baseline=dict(data.get("baseline") or {}),
+        current=dict(data.get("current") or {}),
         metrics=metrics,
         operators=operators,
-        warnings=list(data.get("warnings", [])),
-        notes=list(data.get("notes", [])),
-        breakdown_delta_us=dict(data.get("breakdown_delta_us", {})),
+        warnings=list(data.get("warnings") or []),
+        notes=list(data.get("notes") or []),
+        breakdown_delta_us=dict(data.get("breakdown_delta_us") or {}),
         step_delta_us=data.get("step_delta_us"),
         advice=[Hint.from_dict(a).as_dict() for a in data.get("advice") or []],
         baseline_summary=dict(data.get("baseline_summary") or {}),
