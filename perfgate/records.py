@@ -247,7 +247,9 @@ class ResultsRun(RunRecord):
     """A run in a results file: the record, its verdict and its comparison."""
 
     verdict: NotRequired[Verdict]
-    comparison: NotRequired[ComparisonDocument | None]
+    # Checked where it is rendered (perfgate report: ComparisonDocument); baseline update
+    # reads only the record's own keys.
+    comparison: NotRequired[dict[str, Any] | None]
     baseline_path: NotRequired[str | None]
     timings_s: NotRequired[dict[str, Number]]
 
@@ -265,6 +267,7 @@ class ResultsDocument(TypedDict):
     runs: list[ResultsRun]
 
 
+COMPARISON = TypeAdapter(ComparisonDocument)
 _RUN = TypeAdapter(RunRecord)
 _BASELINE = TypeAdapter(BaselineRecord)
 _RESULTS = TypeAdapter(ResultsDocument)

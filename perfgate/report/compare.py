@@ -16,7 +16,7 @@ from tabulate import tabulate
 from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
 from perfgate.errors import PerfgateError
-from perfgate.records import json_number, validated
+from perfgate.records import COMPARISON, json_number, validated
 from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
@@ -137,6 +137,7 @@ def comparison_from_dict(
     results to the controller as JSON; ``perfgate report`` renders a results file again).
     A damaged fact is one :class:`PerfgateError` naming ``where`` and the key (``prefix`` +
     its path in ``data``)."""
+    validated(COMPARISON, data, where, prefix)
     metrics = [
         metric_from_dict(m, where, f"{prefix}metrics.{i}.")
         for i, m in enumerate(data.get("metrics", []))
