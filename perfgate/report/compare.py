@@ -15,7 +15,6 @@ from tabulate import tabulate
 
 from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
-from perfgate.errors import PerfgateError
 from perfgate.records import COMPARISON, json_number, validated
 from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
@@ -137,7 +136,7 @@ def comparison_from_dict(
     results to the controller as JSON; ``perfgate report`` renders a results file again).
     A damaged fact is one :class:`PerfgateError` naming ``where`` and the key (``prefix`` +
     its path in ``data``)."""
-    validated(COMPARISON, data, where, prefix)
+    checked = validated(COMPARISON, data, where, prefix)
     metrics = [
         metric_from_dict(m, where, f"{prefix}metrics.{i}.")
         for i, m in enumerate(data.get("metrics", []))
@@ -146,16 +145,9 @@ def comparison_from_dict(
         _operator_from_dict(o, where, f"{prefix}operators.{i}.")
         for i, o in enumerate(data.get("operators", []))
     ]
-    try:
-        verdict = Verdict(data["verdict"])
-    except (KeyError, ValueError):
-        raise PerfgateError(
-            f"{where}: key '{prefix}verdict' is {data.get('verdict')!r} (expected one of "
-            f"{', '.join(v.value for v in Verdict)})"
-        ) from None
     return Comparison(
-        benchmark=str(data.get("benchmark", "")),
-        verdict=verdict,
+        benchmark=checked["benchmark"],
+        verdict=Verdict(checked["verdict"]),
         baseline=dict(data.get("baseline") or {}),
         current=dict(data.get("current") or {}),
         metrics=metrics,
