@@ -97,13 +97,25 @@ def _write(path: Path, record: Any) -> None:
     path.write_text(json.dumps(record), encoding="utf-8")
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+def fuzz_settings(cases: int) -> settings:
+    """The same cases every run (a CI failure replays), no example database."""
+    return settings(
+        max_examples=cases,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def assert_one_error_line(rc: int, stderr: str, file_name: str, change: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert rc == 2, (change, rc, stderr[:500])
+    assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), (change, lines)
+    assert file_name in lines[0], (change, lines[0])
+
+
+@fuzz_settings(150)
 @given(case=poisoned(), poison_current=st.booleans(), cut=st.integers(0, 9))
 def test_a_poisoned_baseline_file_is_one_error_line_or_a_verdict(
     tmp_path_factory: pytest.TempPathFactory,
@@ -137,19 +149,10 @@ def test_a_poisoned_baseline_file_is_one_error_line_or_a_verdict(
             "no-baseline",
         }, change
         return
-    lines = err.getvalue().strip().splitlines()
-    assert rc == 2, (change, rc, err.getvalue()[:500])
-    assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), (change, lines)
-    assert poisoned_file.name in lines[0], (change, lines[0])
+    assert_one_error_line(rc, err.getvalue(), poisoned_file.name, change)
 
 
-@settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@fuzz_settings(100)
 @given(
     case=poisoned(RESULTS),
     form=st.sampled_from(["json", "table", "md", "json", "table", "md", "html"]),
@@ -173,10 +176,7 @@ def test_a_poisoned_results_file_is_one_error_line_or_a_report(
         if form == "json":
             _strict(out.getvalue())
         return
-    lines = err.getvalue().strip().splitlines()
-    assert rc == 2, (change, rc, err.getvalue()[:500])
-    assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), (change, lines)
-    assert results.name in lines[0], (change, lines[0])
+    assert_one_error_line(rc, err.getvalue(), results.name, change)
 
 
 @pytest.mark.parametrize(
