@@ -66,7 +66,8 @@ MAX_ADVICE = 16
 MAX_ADVICE_ITEMS = 8
 MAX_ADVICE_STEPS = 32
 MAX_STRIP_SEGMENTS = 200
-Sample = Number | None
+NumberOrNull = Number | None  # JSON null where the number is unknown (NaN)
+Sample = NumberOrNull
 SampleList = Annotated[list[Sample], Field(max_length=MAX_SAMPLES)]
 Name = Annotated[str, Field(pattern=SAFE_NAME_PATTERN)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
@@ -152,9 +153,6 @@ class BaselineRecord(RunRecord):
     dirty: NotRequired[bool]
 
 
-Optional = Number | None  # a fact the JSON writes as null where it is unknown (NaN)
-
-
 @with_config(_OPEN)
 class ComparisonSideInfo(TypedDict, total=False):
     """Which run a comparison's side is: the baseline's commit, how it was found …"""
@@ -164,7 +162,7 @@ class ComparisonSideInfo(TypedDict, total=False):
     distance: int | None
     path: Text | None
     env: Text | None
-    measured: dict[Text, Optional] | None
+    measured: dict[Text, NumberOrNull] | None
 
 
 class RoundBox(TypedDict):
@@ -188,7 +186,7 @@ class BaselineSummary(TypedDict, total=False):
 
     commit: Annotated[str, Field(max_length=64)] | None
     rounds: Annotated[list[RoundBox], Field(max_length=MAX_SAMPLES)]
-    breakdown: dict[Text, Optional]
+    breakdown: dict[Text, NumberOrNull]
     timeline: TimelineStrip | None
     fingerprint: dict[Text, Scalar]
 
@@ -201,15 +199,15 @@ class ComparisonMetric(TypedDict):
     name: Text
     metric: Text
     status: MetricStatus
-    baseline: NotRequired[Optional]
-    current: NotRequired[Optional]
-    change: NotRequired[Optional]
+    baseline: NotRequired[NumberOrNull]
+    current: NotRequired[NumberOrNull]
+    change: NotRequired[NumberOrNull]
     threshold: NotRequired[Text]
     unit: NotRequired[Text]
     bad_sign: NotRequired[int]
     gated: NotRequired[bool]
     significant: NotRequired[bool | None]
-    p_value: NotRequired[Optional]
+    p_value: NotRequired[NumberOrNull]
     test: NotRequired[Text | None]
     n_baseline: NotRequired[int]
     n_current: NotRequired[int]
@@ -237,8 +235,8 @@ class ComparisonDocument(TypedDict):
     operators: NotRequired[Annotated[list[ComparisonOperator], Field(max_length=MAX_OPERATORS)]]
     warnings: NotRequired[Annotated[list[Text], Field(max_length=MAX_NOTES)]]
     notes: NotRequired[Annotated[list[Text], Field(max_length=MAX_NOTES)]]
-    breakdown_delta_us: NotRequired[dict[Text, Optional]]
-    step_delta_us: NotRequired[Optional]
+    breakdown_delta_us: NotRequired[dict[Text, NumberOrNull]]
+    step_delta_us: NotRequired[NumberOrNull]
     advice: NotRequired[Annotated[list[AdviceEntry], Field(max_length=MAX_ADVICE)] | None]
     baseline_summary: NotRequired[BaselineSummary | None]
 
@@ -330,7 +328,9 @@ def _problem(error: Any) -> str:
     return f"is {got} (expected {expected})"
 
 
-def _validated(adapter: TypeAdapter[Any], value: object, where: str, prefix: str = "") -> Any:
+def validated(adapter: TypeAdapter[Any], value: object, where: str, prefix: str = "") -> Any:
+    """``value`` validated by ``adapter``, or one :class:`PerfgateError` naming ``where`` and
+    the key (``prefix`` + its path inside ``value``), the value and what was expected."""
     try:
         record = adapter.validate_python(value)
     except ValidationError as exc:
@@ -339,12 +339,6 @@ def _validated(adapter: TypeAdapter[Any], value: object, where: str, prefix: str
         more = f"; and {exc.error_count() - 1} more" if exc.error_count() > 1 else ""
         raise PerfgateError(f"{where}: key {key!r} {_problem(error)}{more}") from None
     return record
-
-
-def validated(adapter: TypeAdapter[Any], value: object, where: str, prefix: str = "") -> Any:
-    """``value`` validated by ``adapter``, or one :class:`PerfgateError` naming ``where`` and
-    the key (``prefix`` + its path inside ``value``), the value and what was expected."""
-    return _validated(adapter, value, where, prefix)
 
 
 def _check_rounds(run: RunRecord, where: str) -> None:
@@ -404,7 +398,7 @@ def _upgrade_v1(document: dict[str, Any]) -> dict[str, Any]:
 
 def validate_run(value: object, where: str) -> RunRecord:
     """A run record, checked (``where`` names it in errors)."""
-    run: RunRecord = _validated(_RUN, value, where)
+    run: RunRecord = validated(_RUN, value, where)
     _check_rounds(run, where)
     return run
 
@@ -415,7 +409,7 @@ def validate_baseline(value: object, where: str) -> BaselineRecord:
     assert isinstance(value, dict)
     if value["format_version"] == 1:
         value = _upgrade_v1(value)
-    record: BaselineRecord = _validated(_BASELINE, value, where)
+    record: BaselineRecord = validated(_BASELINE, value, where)
     if not record.get("commit"):
         raise PerfgateError(
             f"{where}: key 'commit' is missing (expected a full lowercase commit sha)"
@@ -433,7 +427,7 @@ def validate_results(value: object, where: str) -> ResultsDocument:
             **value,
             "runs": [_upgrade_v1(r) if isinstance(r, dict) else r for r in value["runs"]],
         }
-    document: ResultsDocument = _validated(_RESULTS, value, where)
+    document: ResultsDocument = validated(_RESULTS, value, where)
     for index, run in enumerate(document["runs"]):
         _check_rounds(run, f"{where}: runs[{index}]")
         if run.get("commit") is None and document.get("commit"):
