@@ -7,15 +7,13 @@ the store is looked up along the candidate commits, and :func:`compare_runs` dec
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.analysis.compare import Comparison, Look, compare_runs
-from perfgate.analysis.statistics import sample_median
+from perfgate.analysis.compare import Comparison, Look, compare_runs, gated_value
 from perfgate.errors import PerfgateError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
 from perfgate.rules import Rules, Settings
@@ -118,13 +116,17 @@ def gate_against_store(
 
 
 def measured(record: RunRecord) -> dict[str, float | int | None]:
-    """Median of each metric of a run, and its step count: what a run shows on its own."""
-    samples = record.get("samples", {})
-    out: dict[str, float | int | None] = {}
-    for name in ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio"):
-        value = sample_median(samples.get(name, []))
-        out[name] = None if math.isnan(value) else value
-    out["steps"] = len(samples.get("step_time_us", []))
+    """What a run shows on its own: each metric as a comparison would take it (step time from
+    the timed rounds, the ratios from the profiled steps), the profiled steps, and the timed
+    steps when there were timed rounds."""
+    out: dict[str, float | int | None] = {
+        name: gated_value(record, name)
+        for name in ("step_time_us", "utilization", "copy_ratio", "comm_ratio", "free_ratio")
+    }
+    out["steps"] = len(record.get("samples", {}).get("step_time_us", []))
+    timing = record.get("timing")
+    if timing:
+        out["timed_steps"] = len(timing.get("step_time_us", []))
     return out
 
 

@@ -860,6 +860,17 @@ def side_rounds(record: RunRecord, metric: str) -> RoundValues:
     return round_values(samples[metric], process, process, log=metric == "step_time_us")
 
 
+def gated_value(record: RunRecord, metric: str) -> float | None:
+    """The value of ``metric`` a comparison takes for ``record``'s side: the centre of its
+    round values (step time from the timed rounds where it has them); None when unmeasured.
+    What a run shows on its own, so that it is the number a later comparison starts from."""
+    rounds = side_rounds(record, metric)
+    if not rounds.rounds:
+        return None
+    value = _metric_value(metric == "step_time_us", rounds.centre())
+    return None if math.isnan(value) else value
+
+
 def step_samples(record: RunRecord, metric: str) -> list[float | None]:
     """The per-step samples of ``metric`` the decision judges (step time: the timed steps)."""
     timing = record.get("timing")

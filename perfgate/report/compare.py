@@ -260,7 +260,10 @@ def _measured_line(c: Comparison) -> str | None:
             ("free_ratio", "free"),
         )
     ]
-    return f"measured (median of {values.get('steps', 0)} steps): " + " · ".join(parts)
+    steps = f"{values.get('steps', 0)} profiled steps"
+    if values.get("timed_steps"):
+        steps = f"step time from {values['timed_steps']} timed steps, the rest from {steps}"
+    return f"measured ({steps}): " + " · ".join(parts)
 
 
 def _baseline_line(c: Comparison) -> str:

@@ -11,13 +11,12 @@ from typing import Any
 
 from tabulate import tabulate
 
-from perfgate.analysis.compare import Comparison
-from perfgate.analysis.statistics import sample_median
+from perfgate.analysis.compare import Comparison, gated_value
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
 from perfgate.report import markdown as md
 from perfgate.report.compare import comparison_dict, comparison_from_dict, render_markdown
 from perfgate.report.explain import verdict_reason
-from perfgate.report.format import format_change, format_value
+from perfgate.report.format import format_change, format_value, missing
 from perfgate.verdict import Verdict
 
 # Operators kept per comparison in a results file: enough to explain, small enough to read.
@@ -110,10 +109,11 @@ _SUMMARY_HEADERS = [
 
 
 def summary_table(results: Sequence[BenchmarkResult]) -> str:
-    """The terminal table ``pytest --perfgate`` ends with: one row per benchmark."""
+    """The terminal table ``pytest --perfgate`` ends with: one row per benchmark. Its values
+    are the ones the comparison judges (the metric table's "current"), so that the step time
+    and its change against the baseline are of the same measurement."""
     rows = []
     for result in results:
-        samples = result.record["samples"]
         comparison = result.comparison
         change = "—"
         baseline = "—"
@@ -129,10 +129,10 @@ def summary_table(results: Sequence[BenchmarkResult]) -> str:
             [
                 result.record["benchmark"],
                 verdict.value.upper() if loud else verdict.value,
-                format_value("step_time_us", sample_median(samples.get("step_time_us", []))),
+                format_value("step_time_us", _shown_value(result, "step_time_us")),
                 change,
-                format_value("utilization", sample_median(samples.get("utilization", []))),
-                format_value("copy_ratio", sample_median(samples.get("copy_ratio", []))),
+                format_value("utilization", _shown_value(result, "utilization")),
+                format_value("copy_ratio", _shown_value(result, "copy_ratio")),
                 baseline,
             ]
         )
@@ -144,6 +144,15 @@ def summary_table(results: Sequence[BenchmarkResult]) -> str:
         and (reason := verdict_reason(result.comparison)) is not None
     ]
     return "\n".join([table, *reasons, *busy_warnings(results)])
+
+
+def _shown_value(result: BenchmarkResult, metric: str) -> float | None:
+    """``metric`` as the comparison judged it (its current side), else as one would."""
+    if result.comparison is not None:
+        judged = next((m for m in result.comparison.metrics if m.metric == metric), None)
+        if judged is not None and not missing(judged.current):
+            return judged.current
+    return gated_value(result.record, metric)
 
 
 # Neighbours using this many CPUs while a benchmark ran: worth a warning.
