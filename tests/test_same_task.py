@@ -1,6 +1,6 @@
 """tasks_not_in (one task seen by two sources is counted once) against the rule written out
 row by row, on random tables shaped like op_summary + task_time: streams with reused task
-ids, names, cores, missing ids, ids as numbers on one side and text on the other."""
+ids, names, cores, missing ids, ids as text, numbers or nullable integers on either side."""
 
 from __future__ import annotations
 
@@ -18,10 +18,17 @@ KEYS = (("stream", "task_id"), ("stream", "name"), ("stream", "core"), ("name",)
 
 
 def _known(value: object) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
+    return (
+        value is not None
+        and value is not pd.NA
+        and not (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def _text(value: object) -> object:
+    """An id as text; a whole float (an integer column with a missing cell) as its integer."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return str(value) if _known(value) else None
 
 
@@ -71,10 +78,13 @@ def _reference(candidates: pd.DataFrame, seen: pd.DataFrame) -> list[int]:
     return [i for i, d in enumerate(duplicate) if not d]
 
 
-def _tasks(draw: st.DrawFn, n: int, ids_as_text: bool) -> pd.DataFrame:
+def _tasks(draw: st.DrawFn, n: int, ids: str) -> pd.DataFrame:
+    """``ids``: "text" (as CSV readers give them), "numbers" (a float column where one is
+    missing), or "Int64" (integer ids with missing ones, as the .db readers give them)."""
+
     def ident(limit: int) -> object:
         value = draw(st.one_of(st.none(), st.integers(0, limit)))
-        return str(value) if ids_as_text and value is not None else value
+        return str(value) if ids == "text" and value is not None else value
 
     rows = [
         {
@@ -89,16 +99,21 @@ def _tasks(draw: st.DrawFn, n: int, ids_as_text: bool) -> pd.DataFrame:
         }
         for _ in range(n)
     ]
-    return pd.DataFrame(
+    tasks = pd.DataFrame(
         rows, columns=["rank", "stream", "task_id", "name", "core", "start_us", "dur_us"]
     )
+    if ids == "Int64":
+        tasks = tasks.astype({"stream": "Int64", "task_id": "Int64"})
+    return tasks
+
+
+ID_KINDS = ("text", "numbers", "Int64")
 
 
 @st.composite
 def two_sources(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame]:
-    text_ids = draw(st.booleans())
-    candidates = _tasks(draw, draw(st.integers(1, 14)), ids_as_text=text_ids)
-    seen = _tasks(draw, draw(st.integers(1, 14)), ids_as_text=not text_ids)
+    candidates = _tasks(draw, draw(st.integers(1, 14)), ids=draw(st.sampled_from(ID_KINDS)))
+    seen = _tasks(draw, draw(st.integers(1, 14)), ids=draw(st.sampled_from(ID_KINDS)))
     return candidates, seen
 
 

@@ -336,6 +336,10 @@ def _byte_rows(cells: pd.Series) -> npt.NDArray[np.uint8] | None:
     width = int(lengths.max()) if len(lengths) else 0
     if width > _MAX_BYTE_ROW:
         return None
+    if width and data is not None and (lengths == width).all():
+        # Every cell of one length (time stamps usually are): the bytes are the matrix.
+        start = int(offsets[0])
+        return data[start : start + len(lengths) * width].reshape(len(lengths), width).copy()
     rows = np.zeros((len(lengths), width), dtype=np.uint8)
     if width and data is not None:
         at = np.arange(width, dtype=np.int32)

@@ -172,7 +172,7 @@ class _MatchRows:
     rank: npt.NDArray[np.int64]
     start: FloatArray
     end: FloatArray
-    values: dict[str, npt.NDArray[np.object_]]
+    values: dict[str, Any]  # per compared column: objects, or integer ids (_compared_values)
 
     @classmethod
     def of(cls, tasks: pd.DataFrame, one_rank: bool) -> _MatchRows:
@@ -184,12 +184,7 @@ class _MatchRows:
             start=start,
             end=start + tasks["dur_us"].to_numpy(dtype=np.float64),
             values={
-                column: (
-                    tasks[column].to_numpy(dtype=object)
-                    if column in tasks.columns
-                    else np.full(n, None, dtype=object)
-                )
-                for column in (*_ID_COLUMNS, *_NAME_COLUMNS)
+                column: _compared_values(tasks, column) for column in (*_ID_COLUMNS, *_NAME_COLUMNS)
             },
         )
 
@@ -205,18 +200,42 @@ class _MatchRows:
         )
 
 
+def _compared_values(tasks: pd.DataFrame, column: str) -> Any:
+    """One compared column of ``tasks`` as an array: integer ids as they are (comparing two
+    integers is comparing their text, and hashing them is cheaper), the rest as objects."""
+    if column not in tasks.columns:
+        return np.full(len(tasks), None, dtype=object)
+    values = tasks[column]
+    if column in _ID_COLUMNS and pd.api.types.is_integer_dtype(values.dtype):
+        return values.array
+    return values.to_numpy(dtype=object)
+
+
 def _shared_codes(
-    left: npt.NDArray[np.object_], right: npt.NDArray[np.object_], column: str
+    left: Any, right: Any, column: str
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The (left, right) codes of one compared column's values: equal values, equal codes on
-    both sides; −1 where the value is missing. Ids are compared as text."""
+    both sides; −1 where the value is missing. Ids are compared as text (:func:`_id_text`)."""
+    if pd.api.types.is_integer_dtype(left.dtype) and pd.api.types.is_integer_dtype(right.dtype):
+        both = pd.concat([pd.Series(left), pd.Series(right)], ignore_index=True)
+        codes = np.asarray(pd.factorize(both)[0], dtype=np.int64)
+        return codes[: len(left)], codes[len(left) :]
+    left, right = (np.asarray(v, dtype=object) for v in (left, right))
     codes, distinct = pd.factorize(np.concatenate([left, right]))
     if column in _ID_COLUMNS and len(distinct):
         # Ids as text, converted once per distinct value.
-        as_text = pd.factorize(np.array([str(v) for v in distinct], dtype=object))[0]
+        as_text = pd.factorize(np.array([_id_text(v) for v in distinct], dtype=object))[0]
         codes = np.where(codes >= 0, as_text[codes], -1)
     codes = codes.astype(np.int64)
     return codes[: left.size], codes[left.size :]
+
+
+def _id_text(value: Any) -> str:
+    """An id as text; a whole float as the integer it is (an integer column with a missing
+    cell becomes float: its 3.0 is the id 3, which factorizing already equates with 3)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def row_codes(columns: Sequence[pd.Series | npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
