@@ -1,5 +1,6 @@
 """Mutation fuzzing of the store's side: a real baseline file, poisoned, given to
-``perfgate compare``; a real results file, poisoned, given to ``perfgate report``. The
+``perfgate compare``; a real results file, poisoned, given to ``perfgate report`` and to
+``perfgate baseline update`` (whose baselines must then compare). The
 promise is the readers' (docs/reliability.md): exit 0 or 1 with strict JSON, or exit 2 with
 one line naming the file; never a traceback.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfgate.cli import main
+from perfgate.gate import BASELINE_CONTENT
 
 RECORDS = Path(__file__).parent / "data" / "records"
 RECORD = RECORDS / "input_pipeline.baseline.json"
@@ -59,10 +62,32 @@ def _strict(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
+def results_record(benchmark: str) -> dict[str, Any]:
+    """One run of the results file as the baseline ``perfgate baseline update`` stores, with
+    the baseline file's header (cnn_train carries a small-kernels hint, the baseline file an
+    idle-gaps one)."""
+    document = json.loads(RESULTS.read_text(encoding="utf-8"))
+    run = next(r for r in document["runs"] if r["benchmark"] == benchmark)
+    header = json.loads(RECORD.read_text(encoding="utf-8"))
+    return {
+        **{k: header[k] for k in ("format", "format_version", "commit", "branch", "dirty")},
+        **{k: v for k, v in run.items() if k in BASELINE_CONTENT},
+    }
+
+
+RECORD_SOURCES = {"input_pipeline": RECORD, "cnn_train": None}
+
+
+def _document(source: Path | None) -> Any:
+    if source is None:
+        return results_record("cnn_train")
+    return json.loads(source.read_text(encoding="utf-8"))
+
+
 @st.composite
-def poisoned(draw: st.DrawFn, source: Path = RECORD) -> tuple[Any, str]:
-    """The document at ``source`` with one thing changed, and what."""
-    record = json.loads(source.read_text(encoding="utf-8"))
+def poisoned(draw: st.DrawFn, source: Path | None = RECORD) -> tuple[Any, str]:
+    """The document at ``source`` (None: cnn_train's record) with one thing changed, and what."""
+    record = _document(source)
     node: Any = record
     path: list[str | int] = []
     while True:
@@ -116,17 +141,25 @@ def assert_one_error_line(rc: int, stderr: str, file_name: str, change: str) -> 
 
 
 @fuzz_settings(150)
-@given(case=poisoned(), poison_current=st.booleans(), cut=st.integers(0, 9))
+@given(
+    case=st.sampled_from(list(RECORD_SOURCES.values())).flatmap(
+        lambda source: st.tuples(st.just(source), poisoned(source))
+    ),
+    poison_current=st.booleans(),
+    cut=st.integers(0, 9),
+    form=st.sampled_from(["json", "json", "table", "md"]),
+)
 def test_a_poisoned_baseline_file_is_one_error_line_or_a_verdict(
     tmp_path_factory: pytest.TempPathFactory,
-    case: tuple[Any, str],
+    case: tuple[Path | None, tuple[Any, str]],
     poison_current: bool,
     cut: int,
+    form: str,
 ) -> None:
-    record, change = case
+    source, (record, change) = case
     folder = tmp_path_factory.mktemp("records")
     baseline, current = folder / "baseline.json", folder / "current.json"
-    clean = RECORD.read_bytes()
+    clean = json.dumps(_document(source)).encode()
     baseline.write_bytes(clean)
     current.write_bytes(clean)
     poisoned_file = current if poison_current else baseline
@@ -137,7 +170,10 @@ def test_a_poisoned_baseline_file_is_one_error_line_or_a_verdict(
         change += " (and cut in half)"
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(["compare", str(baseline), str(current), "--format", "json"])
+        rc = main(["compare", str(baseline), str(current), "--format", form])
+    if rc in (0, 1) and form != "json":
+        assert out.getvalue().strip() and not err.getvalue().strip(), change
+        return
     if rc in (0, 1):
         document = _strict(out.getvalue())
         assert document["verdict"] in {
@@ -255,3 +291,71 @@ def test_a_damaged_comparison_in_a_results_file_is_one_line(
     (line,) = captured.err.strip().splitlines()
     assert line.startswith(f"perfgate: error: {results}: key '{key}' ")
     assert not captured.out  # nothing half-written
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty git repository with one commit: where ``baseline update`` writes."""
+    import git
+
+    folder = tmp_path_factory.mktemp("repository")
+    repo = git.Repo.init(folder)
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "perfgate tests")
+        config.set_value("user", "email", "tests@perfgate.invalid")
+    repo.index.commit("empty")
+    return folder
+
+
+@fuzz_settings(40)
+@given(case=poisoned(RESULTS), cut=st.integers(0, 9))
+def test_a_poisoned_results_file_records_nothing_or_baselines_that_compare(
+    repository: Path, case: tuple[Any, str], cut: int
+) -> None:
+    """``perfgate baseline update --from`` a poisoned results file: one error line and
+    nothing written, or baselines that ``perfgate compare`` then reads and renders."""
+    document, change = case
+    results = repository.parent / f"{repository.name}-results.json"
+    _write(results, document)
+    if cut == 0:
+        data = results.read_bytes()
+        results.write_bytes(data[: len(data) // 2])
+        change += " (and cut in half)"
+    store = repository / "baselines"
+    shutil.rmtree(store, ignore_errors=True)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        update = ["baseline", "update", "--repo", str(repository), "--from", str(results)]
+        rc = main([*update, "--allow-other-commit"])
+    written = sorted(store.rglob("*.json")) if store.exists() else []
+    if rc != 0:
+        assert not written, change  # nothing half-written
+        assert_one_error_line(rc, err.getvalue(), results.name, change)
+        return
+    assert written, change
+    for baseline in written:
+        for form in ("table", "json"):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = main(["compare", str(baseline), str(baseline), "--format", form])
+            assert rc in (0, 1), (change, form, err.getvalue()[:300])
+            assert out.getvalue().strip(), (change, form)
+
+
+def test_a_stored_hint_missing_an_item_fact_is_left_out_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by the fuzzing above: a results file whose small-kernels hint had lost its
+    # items' "kernels" was recorded, and every table of that baseline raised KeyError.
+    record = results_record("cnn_train")
+    baseline = tmp_path / "baseline.json"
+    _write(baseline, record)
+    assert main(["compare", str(baseline), str(baseline)]) in (0, 1)
+    assert "- small-kernel runs: " in capsys.readouterr().out  # the hint, undamaged
+    [small] = [h for h in record["advice"] if h["rule"] == "small_kernels"]
+    del small["items"][0]["kernels"]
+    _write(baseline, record)
+    assert main(["compare", str(baseline), str(baseline)]) in (0, 1)
+    captured = capsys.readouterr()
+    assert "small-kernel runs" not in captured.out and not captured.err
+    assert "step_time" in captured.out  # the rest of the report is there

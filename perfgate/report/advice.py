@@ -179,13 +179,17 @@ def remedy(hint: Hint) -> str:
 
 
 def hints_from(advice: Iterable[Mapping[str, Any]] | None) -> list[Hint]:
-    """Hints from a record's ``advice`` list (unknown entries are skipped)."""
+    """Hints from a record's ``advice`` list. An entry that is no hint, or whose items lack
+    what its rule's message names (a damaged record, or one of another version), is skipped:
+    advice informs, it decides no verdict."""
     hints = []
     for entry in advice or []:
         try:
-            hints.append(Hint.from_dict(dict(entry)))
-        except (KeyError, TypeError, ValueError):
+            hint = Hint.from_dict(dict(entry))
+            hint_message(hint)  # its figures and items hold what the message names
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
             continue
+        hints.append(hint)
     return hints
 
 
