@@ -449,13 +449,49 @@ def read_json(path: Path, what: str) -> object:
     except OSError as exc:
         raise PerfgateError(f"{path}: cannot read the {what} ({exc.strerror})") from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PerfgateError(
             f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
     except RecursionError:
         raise PerfgateError(f"{path}: JSON nested too deep to be a {what}") from None
+    # JSON may escape half of a UTF-16 pair ("\ud800") where no text can hold it: such a
+    # string could be neither printed nor written back as UTF-8. perfgate never writes one.
+    if "\\u" in text and (where := _lone_surrogate(value)) is not None:
+        raise PerfgateError(
+            f"{path}: key {where!r} holds a lone UTF-16 surrogate escape (\\ud800–\\udfff), "
+            f"which is no text (perfgate never writes one)"
+        )
+    return value
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The dotted key of the first string (or key) in ``value`` that holds a lone
+    surrogate, or None."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, str):
+            if not _encodes(node):
+                return at or "(top level)"
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                name = f"{at}.{key}" if at else str(key)
+                if not _encodes(key):
+                    return name.encode("utf-8", "backslashreplace").decode()
+                stack.append((child, name))
+        elif isinstance(node, list):
+            stack.extend((child, f"{at}.{i}" if at else str(i)) for i, child in enumerate(node))
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def json_number(value: object, digits: int | None = None) -> float | None:

@@ -359,3 +359,29 @@ def test_a_stored_hint_missing_an_item_fact_is_left_out_not_a_traceback(
     captured = capsys.readouterr()
     assert "small-kernel runs" not in captured.out and not captured.err
     assert "step_time" in captured.out  # the rest of the report is there
+
+
+def test_a_lone_surrogate_in_a_results_file_is_one_line_and_nothing_recorded(
+    repository: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by fuzzing baseline update: "\ud800" in a run's parameters passed every check,
+    # then the baseline could not be written as UTF-8 (UnicodeEncodeError). JSON can escape
+    # half a surrogate pair; no text holds one, and a terminal cannot print it.
+    document = json.loads(RESULTS.read_text(encoding="utf-8"))
+    document["runs"][0]["parameters"]["note"] = "\ud800"
+    results = repository.parent / "surrogate-results.json"
+    _write(results, document)
+    assert "\\ud800" in results.read_text(encoding="utf-8")  # valid UTF-8, valid JSON
+    shutil.rmtree(repository / "baselines", ignore_errors=True)
+    update = ["baseline", "update", "--repo", str(repository), "--from", str(results)]
+    assert main([*update, "--allow-other-commit"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"perfgate: error: {results}: key 'runs.0.parameters.note' holds a lone UTF-16 "
+        "surrogate escape (\\ud800–\\udfff), which is no text (perfgate never writes one)"
+    )
+    assert not (repository / "baselines").exists()
+    # A whole pair is a character like any other.
+    document["runs"][0]["parameters"]["note"] = "\ud83d\ude00"
+    _write(results, document)
+    assert main([*update, "--allow-other-commit"]) == 0
