@@ -45,5 +45,15 @@ class ProfileError(PerfgateError):
         super().__init__(message)
 
 
+class StoreError(PerfgateError):
+    """A file in the baseline store that is no baseline perfgate can use (damaged, cut short,
+    edited into something else, or in another benchmark's or commit's place): the gate
+    cannot judge against it, and must not take it for a missing baseline."""
+
+    def __init__(self, message: str, path: str | Path) -> None:
+        super().__init__(message)
+        self.path = str(path)
+
+
 class ConfigError(PerfgateError):
     """A configuration file or option with an unknown key or a bad value."""

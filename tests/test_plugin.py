@@ -297,3 +297,36 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
     unknown = project.runpytest_subprocess("--perfgate", "--perfgate-baseline-ref=nosuchref")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
     unknown.stderr.fnmatch_lines(["*perfgate:*nosuchref*"])
+
+
+def test_a_damaged_baseline_fails_the_benchmark_and_is_no_missing_one(
+    project: pytest.Pytester,
+) -> None:
+    # A baseline cut short (a bad merge, a full disk) once read as "no-baseline": the test
+    # passed, and every change went through unjudged.
+    project.makepyfile(
+        test_quick="""
+        def test_loop(perfgate):
+            perfgate.run(lambda: sum(range(20000)), steps=5, warmup=1)
+        """
+    )
+    _commit_all(project.path, "quick benchmark")
+    run = ("--perfgate", "--perfgate-profiler=none", "test_quick.py")
+    project.runpytest_subprocess(*run, "--perfgate-update").assert_outcomes(passed=1)
+    [stored] = (project.path / "baselines" / "loop").rglob("*.json")
+    text = stored.read_text(encoding="utf-8")
+    stored.write_text(text[: len(text) // 2], encoding="utf-8")
+
+    result = project.runpytest_subprocess(*run)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*loop*ERROR*",
+            f"*the baseline store holds a file perfgate cannot use: {stored}: not valid JSON "
+            "at line*; restore it from git, or delete it and record that commit's baseline "
+            "again*",
+        ]
+    )
+    [judged] = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
+    assert judged["verdict"] == "error"
+    assert judged["comparison"]["baseline"]["path"] == str(stored)

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import pytest
 
 from perfgate.analysis.compare import Comparison
-from perfgate.errors import ConfigError, PerfgateError
+from perfgate.errors import ConfigError, PerfgateError, StoreError
 from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, benchmark_name
 from perfgate.records import RunRecord, merge_processes
@@ -311,6 +311,20 @@ class Benchmark:
                     ),
                     rules={self.name: self.rules},
                     look=look,
+                )
+            except StoreError as exc:
+                # A damaged baseline is no missing one: passing as no-baseline would let
+                # every change through unjudged.
+                return Comparison(
+                    benchmark=self.name,
+                    verdict=Verdict.ERROR,
+                    baseline={"commit": None, "path": exc.path},
+                    current={"commit": record.get("commit")},
+                    notes=[
+                        f"the baseline store holds a file perfgate cannot use: {exc}; restore "
+                        "it from git, or delete it and record that commit's baseline again "
+                        "(pytest --perfgate --perfgate-update on it)"
+                    ],
                 )
             except PerfgateError as exc:
                 return Comparison(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.errors import PerfgateError
+from perfgate.errors import PerfgateError, StoreError
 from perfgate.records import (
     BaselineRecord,
     read_json,
@@ -139,13 +139,19 @@ def read_baseline(path: Path) -> BaselineRecord:
 
 
 def _read_at(path: Path, benchmark: str, env: str, sha: str) -> BaselineRecord:
-    record = read_baseline(path)
+    try:
+        record = read_baseline(path)
+    except StoreError:
+        raise
+    except PerfgateError as exc:
+        raise StoreError(str(exc), path) from None
     # A file copied to the wrong place would silently serve the wrong benchmark or commit.
     found = {"benchmark": record["benchmark"], "env": record["env"], "commit": record.get("commit")}
     for key, expected in (("benchmark", benchmark), ("env", env), ("commit", sha)):
         if found[key] != expected:
-            raise PerfgateError(
-                f"{path}: key {key!r} is {found[key]!r} but the file's place says {expected!r}"
+            raise StoreError(
+                f"{path}: key {key!r} is {found[key]!r} but the file's place says {expected!r}",
+                path,
             )
     return record
 
