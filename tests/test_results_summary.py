@@ -61,3 +61,18 @@ def test_a_recorded_run_shows_what_a_comparison_will_take_as_its_baseline(
     assert shown["step_time_us"] == pytest.approx(judged["step_time_us"].baseline, rel=1e-12)
     assert shown["timed_steps"] == len(record["timing"]["step_time_us"])
     assert shown["steps"] == len(record["samples"]["step_time_us"])
+
+
+def test_under_the_table_each_regressed_metric_has_its_line_and_its_operator() -> None:
+    # host_copy: cnn_train's utilization dropped and its copy ratio rose. The table's lines
+    # once named only the first regressed metric (utilization, which no operator explains),
+    # so the copy ratio and aten::to were missing from the session's summary.
+    document = json.loads((RECORDS / "host_copy.results.json").read_text())
+    results = [BenchmarkResult.from_dict(run) for run in document["runs"]]
+    lines = summary_table(results).splitlines()
+    cnn = [line for line in lines if line.startswith("cnn_train: ")]
+    regressed = [line.split(" regressed: ")[0] for line in cnn]
+    assert regressed == ["cnn_train: utilization", "cnn_train: copy_ratio"]
+    copy = cnn[1]
+    assert "0.00% → 7.13% (+7.13pt, limit +2pt)" in copy
+    assert "explained by aten::to [cpu] +3.882 ms/step (calls/step 1 → 17)" in copy

@@ -242,14 +242,29 @@ def reason_lines(c: Comparison) -> list[str]:
 
 def verdict_reason(c: Comparison) -> str | None:
     """One line that says why a benchmark did not simply pass (None when it did)."""
+    reasons = verdict_reasons(c)
+    return reasons[0] if reasons else None
+
+
+def verdict_reasons(c: Comparison) -> list[str]:
+    """The lines that say why a benchmark did not simply pass: for a regression (an
+    improvement), one per regressed (improved) metric or operator, each with what explains
+    it — the copy ratio's rise and its copy operator as well as the utilization drop it
+    caused; otherwise one line. Empty when it passed."""
     if c.verdict in (Verdict.PASS, Verdict.NO_BASELINE):
-        return None  # no-baseline: one line after the table says how to record them
+        return []  # no-baseline: one line after the table says how to record them
     lines = summary_lines(c)
     if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and lines:
-        # The line of a metric (or operator) with the verdict's own status, not of an
-        # unstable metric listed before it.
+        # The lines of metrics (or operators) with the verdict's own status, not of an
+        # unstable metric listed before them.
         word = "regressed" if c.verdict is Verdict.REGRESSION else "improved"
-        return next((line for line in lines if f" {word}: " in line), lines[0])
+        return [line for line in lines if f" {word}: " in line] or lines[:1]
+    reason = _other_reason(c)
+    return [reason] if reason is not None else []
+
+
+def _other_reason(c: Comparison) -> str | None:
+    """The one line of an unstable, incomparable or error verdict."""
     if c.verdict is Verdict.UNSTABLE:
         unstable = [m for m in c.metrics if m.gated and m.status is MetricStatus.UNSTABLE]
         if unstable:

@@ -15,7 +15,7 @@ from perfgate.analysis.compare import Comparison, gated_value
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
 from perfgate.report import markdown as md
 from perfgate.report.compare import comparison_dict, comparison_from_dict, render_markdown
-from perfgate.report.explain import verdict_reason
+from perfgate.report.explain import verdict_reasons
 from perfgate.report.format import format_change, format_value, missing
 from perfgate.verdict import Verdict
 
@@ -141,7 +141,7 @@ def summary_table(results: Sequence[BenchmarkResult]) -> str:
         reason
         for result in results
         if result.comparison is not None
-        and (reason := verdict_reason(result.comparison)) is not None
+        for reason in verdict_reasons(result.comparison)
     ]
     return "\n".join([table, *reasons, *busy_warnings(results)])
 
