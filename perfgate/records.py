@@ -466,10 +466,10 @@ def read_json(path: Path, what: str) -> object:
     return value
 
 
-def _lone_surrogate(value: Any, where: str = "") -> str | None:
+def _lone_surrogate(value: Any) -> str | None:
     """The dotted key of the first string (or key) in ``value`` that holds a lone
     surrogate, or None."""
-    stack: list[tuple[Any, str]] = [(value, where)]
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         node, at = stack.pop()
         if isinstance(node, str):
