@@ -263,16 +263,21 @@ def test_plugin_is_inert_and_light_without_the_flag(pytester: pytest.Pytester) -
     assert os.environ.get("PERFGATE_STEP_MARKS") is None
 
 
-def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
-    project: pytest.Pytester,
-) -> None:
+def _quick_benchmark(project: pytest.Pytester) -> str:
+    """Add and commit ``test_quick.py``: one benchmark ("loop") of pure Python; its commit."""
     project.makepyfile(
         test_quick="""
         def test_loop(perfgate):
             perfgate.run(lambda: sum(range(20000)), steps=5, warmup=1)
         """
     )
-    first = _commit_all(project.path, "quick benchmark")
+    return _commit_all(project.path, "quick benchmark")
+
+
+def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
+    project: pytest.Pytester,
+) -> None:
+    first = _quick_benchmark(project)
     recorded = project.runpytest_subprocess(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_quick.py"
     )
@@ -304,13 +309,7 @@ def test_a_damaged_baseline_fails_the_benchmark_and_is_no_missing_one(
 ) -> None:
     # A baseline cut short (a bad merge, a full disk) once read as "no-baseline": the test
     # passed, and every change went through unjudged.
-    project.makepyfile(
-        test_quick="""
-        def test_loop(perfgate):
-            perfgate.run(lambda: sum(range(20000)), steps=5, warmup=1)
-        """
-    )
-    _commit_all(project.path, "quick benchmark")
+    _quick_benchmark(project)
     run = ("--perfgate", "--perfgate-profiler=none", "test_quick.py")
     project.runpytest_subprocess(*run, "--perfgate-update").assert_outcomes(passed=1)
     [stored] = (project.path / "baselines" / "loop").rglob("*.json")
