@@ -76,3 +76,17 @@ def test_under_the_table_each_regressed_metric_has_its_line_and_its_operator() -
     copy = cnn[1]
     assert "0.00% → 7.13% (+7.13pt, limit +2pt)" in copy
     assert "explained by aten::to [cpu] +3.882 ms/step (calls/step 1 → 17)" in copy
+
+
+def test_a_utilization_drop_is_explained_by_what_is_not_compute() -> None:
+    # host_copy's cnn_train: aten::to (a copy) grew 3.9 ms/step and ConvolutionBackward0
+    # (compute) 2.4 ms/step. Compute that grew raised the compute share; only the copy
+    # explains the drop (both were named before).
+    document = json.loads((RECORDS / "host_copy.results.json").read_text())
+    results = [BenchmarkResult.from_dict(run) for run in document["runs"]]
+    lines = summary_table(results).splitlines()
+    for benchmark in ("cnn_train", "input_pipeline", "transformer_infer"):
+        [line] = [x for x in lines if x.startswith(f"{benchmark}: utilization regressed")]
+        explained = line.split("; explained by ")[1].split("; per step: ")[0]
+        assert explained.startswith("aten::to [cpu] +"), (benchmark, explained)
+        assert "ConvolutionBackward0" not in explained and "aten::detach" not in explained

@@ -661,8 +661,14 @@ def fingerprint_differences(
     return hard, soft
 
 
-# Which operators explain a metric: copy ratio is explained by copy tasks, and so on.
-_EXPLAINING_CATEGORY = {"copy_ratio": "copy", "comm_ratio": "comm"}
+# Which operators explain a metric: copy ratio is explained by copy tasks, and so on. A drop
+# of utilization (the compute share) by what is not compute and grew, whatever the step time
+# did: compute that grew raised the share, it explains no drop.
+_EXPLAINING_CATEGORIES = {
+    "copy_ratio": ("copy",),
+    "comm_ratio": ("comm",),
+    "utilization": ("copy", "comm"),
+}
 # An operator (or breakdown part) that grew by less than this share of the largest growth is
 # noise next to it, not an explanation.
 EXPLAIN_MIN_FRACTION = 0.1
@@ -697,15 +703,16 @@ class Comparison:
         return any(m.inconclusive for m in self.metrics if m.gated)
 
     def explaining_operators(self, metric: str, limit: int = 3) -> list[OperatorDelta]:
-        """The operators that grew most (for copy / comm ratio: copy / comm tasks only),
-        leaving out those too small to matter next to the largest one."""
-        category = _EXPLAINING_CATEGORY.get(metric)
+        """The operators that grew most (for copy / comm ratio: copy / comm tasks only; for
+        utilization: copy and comm tasks), leaving out those too small to matter next to the
+        largest one."""
+        categories = _EXPLAINING_CATEGORIES.get(metric)
         worse = [
             o
             for o in self.operators
-            if o.delta_us > 0 and (category is None or o.category == category)
+            if o.delta_us > 0 and (categories is None or o.category in categories)
         ]
-        if category is None:
+        if categories is None:
             # For step time and utilization an operator explains only a real part of the
             # step's growth; a host-side gap is then told by the breakdown instead.
             worse = [
