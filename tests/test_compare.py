@@ -378,7 +378,7 @@ def test_regression_summary_line_names_benchmark_metric_change_limit_and_baselin
     assert line == (
         "bert: step_time regressed: 99.825 ms → 110.272 ms (+10.5%, limit +5%) vs baseline "
         "aaaaaaaaaaaa (merge-base of HEAD and main); p=2.4e-07; explained by MatMulV2 "
-        "[AI_CORE] +9.000 ms/step, 86% of the +10.4 ms step-time increase"
+        "[AI_CORE] +9.000 ms/step, 86% of the profiled step's +10.4 ms increase"
     )
 
 
@@ -433,8 +433,8 @@ def test_a_copy_that_grew_while_the_step_got_faster_claims_no_share_of_an_increa
         0.01,
     )[0]
     assert describe_operator(bigger, 1200.0) == (
-        "aten::to [cpu] +2.000 ms/step, more than the +1.2 ms step-time increase "
-        "(the rest of the step -0.8 ms)"
+        "aten::to [cpu] +2.000 ms/step, more than the profiled step's +1.2 ms increase "
+        "(the rest of it -0.8 ms)"
     )
 
 

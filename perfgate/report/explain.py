@@ -160,8 +160,10 @@ def baseline_label(c: Comparison) -> str:
 
 
 def describe_operator(o: OperatorDelta, step_delta_us: float | None = None) -> str:
-    """``MatMulV2 [AI_CORE] +2.000 ms/step (calls/step 8 → 16), 71% of the +2.8 ms
-    step-time increase``. A share is told only against a step time that moved the same
+    """``MatMulV2 [AI_CORE] +2.000 ms/step (calls/step 8 → 16), 71% of the profiled step's
+    +2.8 ms increase``. The share is of the profiled steps' change (where operator times are
+    measured), which may differ from the timed rounds' change the step-time verdict judges:
+    the text says which. A share is told only against a step time that moved the same
     way, and never beyond the whole: an operator that grew more than the step did says so,
     with what the rest of the step did."""
     text = f"{short_name(o.op_type, 80)} [{o.core}] {o.delta_us / 1e3:+.3f} ms/step"
@@ -172,11 +174,11 @@ def describe_operator(o: OperatorDelta, step_delta_us: float | None = None) -> s
     share = o.share_of_step_delta
     if share is None or step_delta_us is None or share <= 0 or o.delta_us <= 0:
         return text
-    change = f"{step_delta_us / 1e3:+.1f} ms step-time increase"
+    change = f"the profiled step's {step_delta_us / 1e3:+.1f} ms increase"
     if share <= 1.0:
-        return text + f", {share:.0%} of the {change}"
+        return text + f", {share:.0%} of {change}"
     rest = step_delta_us - o.delta_us
-    return text + f", more than the {change} (the rest of the step {rest / 1e3:+.1f} ms)"
+    return text + f", more than {change} (the rest of it {rest / 1e3:+.1f} ms)"
 
 
 def breakdown_explanation(c: Comparison) -> str | None:
