@@ -141,9 +141,7 @@ def read_baseline(path: Path) -> BaselineRecord:
 def _read_at(path: Path, benchmark: str, env: str, sha: str) -> BaselineRecord:
     try:
         record = read_baseline(path)
-    except StoreError:
-        raise
-    except PerfgateError as exc:
+    except PerfgateError as exc:  # read_baseline also reads files outside the store
         raise StoreError(str(exc), path) from None
     # A file copied to the wrong place would silently serve the wrong benchmark or commit.
     found = {"benchmark": record["benchmark"], "env": record["env"], "commit": record.get("commit")}
