@@ -183,3 +183,35 @@ def test_real_exports_read_alike(profile: Path, monkeypatch: pytest.MonkeyPatch)
             slow[name].drop(columns=SOURCE_COLUMN, errors="ignore"),
             check_exact=True,
         )
+
+
+def test_line_breaks_in_names_across_read_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow reads in parallel blocks cut at line ends; a quoted line break where a block
+    is cut must not split the row. Every name holds one, the file spans several 1 MB blocks:
+    the parallel reading is refused and the file read again, to the same table as pandas'."""
+    import pyarrow.csv as arrow_csv
+
+    path = tmp_path / "kernel_details.csv"
+    rows = [",".join(HEADER)]
+    for i in range(50_000):
+        start = f"{1736408883704643 + i * 10}.{i % 1000:03d}"
+        rows.append(f'0,1,"Mat\nMul_{i}",MatMul,AI_CORE,{start},5.5,2,{i},"""8,8"""')
+    path.write_text("\n".join(rows) + "\n")
+    assert path.stat().st_size > 3 * 2**20
+    attempts: list[bool] = []
+    read_csv = arrow_csv.read_csv
+
+    def spy(*args: object, **kwargs: object) -> object:
+        attempts.append(kwargs["parse_options"].newlines_in_values)  # type: ignore[attr-defined]
+        return read_csv(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(arrow_csv, "read_csv", spy)
+    fast, slow, arrow = _both(path, monkeypatch)
+    assert arrow and attempts == [False, True]
+    assert isinstance(fast, pd.DataFrame) and isinstance(slow, pd.DataFrame)
+    assert fast["name"].iloc[49_999] == "Mat\nMul_49999"
+    pd.testing.assert_frame_equal(
+        fast.drop(columns=SOURCE_COLUMN), slow.drop(columns=SOURCE_COLUMN), check_exact=True
+    )

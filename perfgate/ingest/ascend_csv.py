@@ -282,19 +282,29 @@ def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> 
             types[name] = pa.string()
         else:
             types[name] = pa.dictionary(pa.int32(), pa.string())
-    try:
-        table = arrow_csv.read_csv(
-            path,
-            read_options=arrow_csv.ReadOptions(column_names=names, skip_rows=1, use_threads=False),
-            parse_options=arrow_csv.ParseOptions(newlines_in_values=True),
-            convert_options=arrow_csv.ConvertOptions(
-                column_types=types,
-                include_columns=list(types),
-                null_values=list(NA_STRINGS),
-                strings_can_be_null=False,
-            ),
-        )
-    except (pa.ArrowException, OSError):
+    convert = arrow_csv.ConvertOptions(
+        column_types=types,
+        include_columns=list(types),
+        null_values=list(NA_STRINGS),
+        strings_can_be_null=False,
+    )
+    table = None
+    # First in parallel blocks cut at line ends. A quoted line break inside a block is read
+    # as it is; one that a cut falls into leaves the block parsed to another length than the
+    # cut, which pyarrow refuses ("out of sync with chunker", or a row of another length):
+    # the file is then read again as one stream, where line breaks in values are safe.
+    for newlines_in_values in (False, True):
+        try:
+            table = arrow_csv.read_csv(
+                path,
+                read_options=arrow_csv.ReadOptions(column_names=names, skip_rows=1),
+                parse_options=arrow_csv.ParseOptions(newlines_in_values=newlines_in_values),
+                convert_options=convert,
+            )
+            break
+        except (pa.ArrowException, OSError):
+            continue
+    if table is None:
         return None
     columns: dict[str, pd.Series] = {}
     for name, column in zip(table.column_names, table.columns):
