@@ -549,7 +549,10 @@ def normalize_tasks(tasks: pd.DataFrame, source: str | Path, origin_us: int = 0)
         origin_us=origin_us,
     )
     out = where.table.drop(columns=provenance_columns(tasks))
-    out = _check_categories(out.astype(_TASK_DTYPES), source, "task")
+    # Readers may keep names categorical (each distinct one worked out once); the table's
+    # text columns are plain objects.
+    text = {c: "object" for c in out.columns if isinstance(out[c].dtype, pd.CategoricalDtype)}
+    out = _check_categories(out.astype({**text, **_TASK_DTYPES}), source, "task")
     return out.reset_index(drop=True)
 
 

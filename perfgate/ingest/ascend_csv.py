@@ -27,7 +27,12 @@ import pandas as pd
 
 from perfgate.errors import ProfileError
 from perfgate.ingest.categories import categorize, op_type_from_name
-from perfgate.ingest.common import strip_shape_quotes
+from perfgate.ingest.common import (
+    categorical_from,
+    first_rows,
+    row_codes,
+    strip_shape_quotes,
+)
 from perfgate.ingest.progress import read_whole
 from perfgate.intervals import FloatArray
 from perfgate.model import (
@@ -150,7 +155,12 @@ def _header_cells(path: Path) -> list[str]:
 
 
 def read_csv_columns(
-    path: Path, columns: Sequence[CsvColumn], *, what: str, clock: TimeBase | None = None
+    path: Path,
+    columns: Sequence[CsvColumn],
+    *,
+    what: str,
+    clock: TimeBase | None = None,
+    categorical: bool = False,
 ) -> pd.DataFrame:
     """Read ``columns`` of the CSV at ``path`` into a DataFrame with the canonical names.
 
@@ -161,7 +171,8 @@ def read_csv_columns(
     NaN), ``float`` as float64, ``int`` as Int64, ``time`` as
     float64 µs since ``clock``'s origin (a new :class:`~perfgate.model.TimeBase` when none is
     given: pass the profile's, so that all its files share one origin). Optional columns absent
-    from the header are absent from the result.
+    from the header are absent from the result. ``categorical``: ``name`` and ``text`` columns
+    as categoricals of the same values (the task tables, whose names repeat a lot).
 
     Raises:
         ProfileError: a required header is missing (the message names it and ``what`` the file
@@ -215,7 +226,7 @@ def read_csv_columns(
     out = pd.DataFrame(index=raw.index)
     clock = clock if clock is not None else TimeBase()
     for column in found:
-        out[column.canonical] = _convert(path, raw[column.header], column, clock)
+        out[column.canonical] = _convert(path, raw[column.header], column, clock, categorical)
     headers = {c.canonical: c.header for c in found}
     if "device_id" in headers:
         headers["rank"] = headers["device_id"]
@@ -375,10 +386,13 @@ def _fit(raw: pd.DataFrame, required: set[str], integers: set[str]) -> bool:
     return True
 
 
-def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -> pd.Series:
+def _convert(
+    path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase, categorical: bool = False
+) -> pd.Series:
     """One column's cells → its kind. Only an empty cell (or a row cut short) is missing;
     ``N/A`` is kept in ``name`` columns, unknown in ``text`` ones, and no number elsewhere
-    (an error where a value is required, else missing)."""
+    (an error where a value is required, else missing). ``categorical``: see
+    :func:`read_csv_columns`."""
     index = cells.index
     if cells.dtype == np.float64:  # parsed while reading and checked (_fit)
         return _numbers(path, column, np.array(cells, dtype=np.float64), cells, index)
@@ -387,10 +401,17 @@ def _convert(path: Path, cells: pd.Series, column: CsvColumn, clock: TimeBase) -
             codes = cells.cat.codes.to_numpy()
             distinct = np.array([str(v).strip() for v in cells.cat.categories] + [""], object)
             _require(path, column, (distinct == "")[codes])
-            return pd.Series(_text_values(distinct, column)[codes], index=index, dtype=object)
+            values = _text_values(distinct, column)
+            if categorical:
+                return categorical_from(values, codes % len(distinct), index)
+            return pd.Series(values[codes], index=index, dtype=object)
         stripped = _stripped(cells.to_numpy(dtype=object))
         _require(path, column, stripped == "")
-        return pd.Series(_text_values(stripped, column), index=index, dtype=object)
+        values = _text_values(stripped, column)
+        if categorical:
+            codes, distinct_values = pd.factorize(values)
+            return categorical_from(np.asarray(distinct_values, dtype=object), codes, index)
+        return pd.Series(values, index=index, dtype=object)
     # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
     # only the cells that gave no number are looked at again, to tell empty, N/A and text.
     if column.kind == "time":
@@ -523,27 +544,38 @@ def ascend_tasks(raw: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     Where the source says ``N/A`` (or nothing), falls back to what the row does say: ``name``
     from ``op_type``/``core``, ``op_type`` from the name (Level0, :func:`op_type_from_name`),
     ``core`` stays ``N/A``; adds ``category`` (:func:`~perfgate.ingest.categories.categorize`);
-    strips the quotes around shapes. Keeps the helper columns ``device_id``, ``task_id``,
-    ``stream`` when present, and leaves ``rank`` to the caller. Returns the table and notes for
-    the user.
+    strips the quotes around shapes. A table without ``op_type`` (task_time: kernels and
+    non-operator tasks) types a task by its name, or by its task type where the name is
+    ``N/A``. Keeps the helper columns ``device_id``, ``task_id``, ``stream`` when present,
+    and leaves ``rank`` to the caller. Returns the table, with its name columns categorical,
+    and notes for the user.
     """
     notes: list[str] = []
     tasks = raw.copy()
-    core = tasks["core"].fillna(NOT_AVAILABLE).astype(object)
-    op_type = known(tasks["op_type"]).astype(object)
-    name = known(tasks["name"]).astype(object)
-    name = name.fillna(op_type).fillna(core)
+    # Each distinct (name, type, core) is worked out once, then taken by its rows.
+    given = [c for c in ("name", "op_type", "core") if c in tasks.columns]
+    combo = row_codes([tasks[c] for c in given])
+    first = first_rows(combo)
+    distinct = {c: pd.Series(tasks[c].iloc[first].to_numpy(dtype=object)) for c in given}
+    core = distinct["core"].fillna(NOT_AVAILABLE)
+    if "op_type" in distinct:
+        op_type = known(distinct["op_type"])
+    else:
+        op_type = known(known(distinct["name"]).fillna(distinct["core"]))
+    name = known(distinct["name"]).fillna(op_type).fillna(core)
     no_type = op_type.isna()
     if no_type.any():
-        unique_names = pd.unique(name[no_type])
-        derived = {n: op_type_from_name(str(n)) for n in unique_names}
+        derived = {n: op_type_from_name(str(n)) for n in pd.unique(name[no_type])}
         op_type = op_type.where(~no_type, name.map(derived))
-        if no_type.mean() > 0.5:
+        if no_type.to_numpy()[combo].mean() > 0.5:
             notes.append(LEVEL0_NOTE)
-    tasks["name"] = name
-    tasks["op_type"] = op_type
-    tasks["core"] = core
-    tasks["category"] = categorize(core, name)
+    for column, values in (
+        ("name", name),
+        ("op_type", op_type),
+        ("core", core),
+        ("category", categorize(core, name)),
+    ):
+        tasks[column] = categorical_from(values.to_numpy(dtype=object), combo, tasks.index)
     if "input_shapes" in tasks.columns:
         tasks["input_shapes"] = strip_shape_quotes(tasks["input_shapes"])
     if "step" not in tasks.columns:

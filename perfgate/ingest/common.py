@@ -65,13 +65,46 @@ def read_auxiliary(
         return None
 
 
+def distinct_codes(values: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
+    """``values`` as (codes, distinct values): code −1 where a value is missing. A categorical
+    column gives its own codes, without hashing a value per row."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return (
+            values.cat.codes.to_numpy().astype(np.int64),
+            values.cat.categories.to_numpy(dtype=object),
+        )
+    codes, distinct = pd.factorize(values.to_numpy(dtype=object))
+    return codes.astype(np.int64), np.asarray(distinct, dtype=object)
+
+
+def categorical_from(
+    table: npt.NDArray[np.object_], codes: npt.NDArray[np.integer[Any]], index: pd.Index
+) -> pd.Series:
+    """The categorical column whose row ``i`` is ``table[codes[i]]`` (missing where that is
+    missing, or where the code is −1). ``table`` may repeat values: categories are distinct.
+
+    The readers keep name columns so from the file to the canonical tasks (each distinct name
+    converted, matched and categorized once); :class:`~perfgate.model.Profile` makes them
+    plain objects again."""
+    table_codes, categories = pd.factorize(np.asarray(table, dtype=object))
+    rows = _taken_codes(np.asarray(table_codes, dtype=np.int64), np.asarray(codes))
+    return pd.Series(
+        pd.Categorical.from_codes(rows, pd.Index(categories, dtype=object)), index=index
+    )
+
+
 def strip_shape_quotes(shapes: pd.Series) -> pd.Series:
     """``"32,3,224,224"`` (the CSV's tripled quotes, once parsed) → ``32,3,224,224``."""
-    codes, distinct = pd.factorize(shapes.to_numpy(dtype=object))
-    table = [v.strip('"') if isinstance(v, str) else v for v in distinct]
-    return pd.Series(
-        np.array([*table, np.nan], dtype=object)[codes], index=shapes.index, dtype=object
-    )
+    codes, distinct = distinct_codes(shapes)
+    table = np.array([v.strip('"') if isinstance(v, str) else v for v in distinct], dtype=object)
+    return categorical_from(table, codes, shapes.index)
+
+
+def first_rows(codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """For codes 0 … k − 1 (:func:`row_codes`), the position of each code's first row."""
+    first = np.zeros(int(codes.max()) + 1 if codes.size else 0, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
+    return first
 
 
 def canonical_task_columns(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -208,6 +241,8 @@ def _compared_values(tasks: pd.DataFrame, column: str) -> Any:
     values = tasks[column]
     if column in _ID_COLUMNS and pd.api.types.is_integer_dtype(values.dtype):
         return values.array
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.array
     return values.to_numpy(dtype=object)
 
 
@@ -220,6 +255,19 @@ def _shared_codes(
         both = pd.concat([pd.Series(left), pd.Series(right)], ignore_index=True)
         codes = np.asarray(pd.factorize(both)[0], dtype=np.int64)
         return codes[: len(left)], codes[len(left) :]
+    if isinstance(left, pd.Categorical) and isinstance(right, pd.Categorical):
+        # Each side's distinct values coded once, then its rows take their codes.
+        distinct = np.concatenate(
+            [left.categories.to_numpy(dtype=object), right.categories.to_numpy(dtype=object)]
+        )
+        if column in _ID_COLUMNS:
+            distinct = np.array([_id_text(v) for v in distinct], dtype=object)
+        shared = np.asarray(pd.factorize(distinct)[0], dtype=np.int64)
+        split = len(left.categories)
+        return (
+            _taken_codes(shared[:split], np.asarray(left.codes)),
+            _taken_codes(shared[split:], np.asarray(right.codes)),
+        )
     left, right = (np.asarray(v, dtype=object) for v in (left, right))
     codes, distinct = pd.factorize(np.concatenate([left, right]))
     if column in _ID_COLUMNS and len(distinct):
@@ -228,6 +276,15 @@ def _shared_codes(
         codes = np.where(codes >= 0, as_text[codes], -1)
     codes = codes.astype(np.int64)
     return codes[: left.size], codes[left.size :]
+
+
+def _taken_codes(
+    table: npt.NDArray[np.int64], codes: npt.NDArray[np.integer[Any]]
+) -> npt.NDArray[np.int64]:
+    """``table[codes]``, −1 where a code is −1 (a missing value)."""
+    if not table.size:
+        return np.full(codes.size, -1, dtype=np.int64)
+    return np.where(codes >= 0, table[np.clip(codes, 0, None)], -1).astype(np.int64)
 
 
 def _id_text(value: Any) -> str:

@@ -38,7 +38,6 @@ from perfgate.ingest.ascend_csv import (
     OP_SUMMARY,
     CsvColumn,
     ascend_tasks,
-    known,
     read_csv_columns,
     read_op_statistic,
     task_columns,
@@ -339,7 +338,11 @@ def _rank_column(raw: pd.DataFrame, fallback: int | None) -> pd.Series:
 
 def _read_op_summary(export: ExportFile, device: int | None, clock: TimeBase) -> pd.DataFrame:
     raw = read_csv_columns(
-        export.path, task_columns(OP_SUMMARY), what="an msprof op_summary CSV", clock=clock
+        export.path,
+        task_columns(OP_SUMMARY),
+        what="an msprof op_summary CSV",
+        clock=clock,
+        categorical=True,
     )
     tasks, _ = ascend_tasks(raw)
     tasks["rank"] = _rank_column(raw, _file_rank(export, device))
@@ -348,11 +351,14 @@ def _read_op_summary(export: ExportFile, device: int | None, clock: TimeBase) ->
 
 def _read_task_time(export: ExportFile, device: int | None, clock: TimeBase) -> pd.DataFrame:
     raw = read_csv_columns(
-        export.path, TASK_TIME_COLUMNS, what="an msprof task_time CSV", clock=clock
+        export.path,
+        TASK_TIME_COLUMNS,
+        what="an msprof task_time CSV",
+        clock=clock,
+        categorical=True,
     )
     raw = raw[~raw["core"].isin(PROFILER_CONTROL_TASKS)]
-    # Non-operator tasks have kernel_name N/A: their type is their name.
-    raw = raw.assign(op_type=known(raw["name"]).fillna(raw["core"]))
+    # No op_type column: a non-operator task (kernel_name N/A) is typed by its task type.
     tasks, _ = ascend_tasks(raw)
     tasks["rank"] = _rank_column(raw, _file_rank(export, device))
     return tasks

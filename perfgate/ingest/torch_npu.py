@@ -331,7 +331,11 @@ def _read_kernel_details(
     """kernel_details.csv → canonical tasks (``rank`` = ``rank`` if known, else Device_id, else
     filled later)."""
     raw = read_csv_columns(
-        path, task_columns(KERNEL_DETAILS), what="a torch_npu kernel_details.csv", clock=clock
+        path,
+        task_columns(KERNEL_DETAILS),
+        what="a torch_npu kernel_details.csv",
+        clock=clock,
+        categorical=True,
     )
     tasks, notes = ascend_tasks(raw)
     _set_rank(tasks, rank)
