@@ -253,7 +253,9 @@ def _whole_plus_fraction(
     2**53 it is formed in int64 and divided once (IEEE division rounds correctly). Otherwise
     (epoch-sized values) the parts are given the same sign (``-2 + 0.999`` → ``-1 - 0.001``) and
     added: the sum never cancels, and the fraction's own rounding error (≤ 2**-54) is far below
-    the spacing of such results.
+    the spacing of such results. A whole part past 2**53 has no float64 of its own: it is
+    rounded, and what rounding took off is added back with the fraction, so that the sum is
+    rounded once (exact below 2**55; :data:`MAX_TIME_US` is far below 2**53).
     """
     up = (whole < 0) & (numerator > 0)
     down = (whole > 0) & (numerator < 0)
@@ -264,6 +266,11 @@ def _whole_plus_fraction(
     if small.any():
         total = whole[small] * denominator[small] + numerator[small]
         result[small] = total / denominator[small]
+    huge = (np.abs(whole) > 2**53) & (np.abs(whole) < 2**62)
+    if huge.any():
+        rounded = whole[huge].astype(np.float64)
+        taken_off = whole[huge] - rounded.astype(np.int64)  # exact: both are integers
+        result[huge] = rounded + (taken_off + numerator[huge] / denominator[huge])
     return result
 
 
@@ -551,7 +558,11 @@ def normalize_tasks(tasks: pd.DataFrame, source: str | Path, origin_us: int = 0)
     out = where.table.drop(columns=provenance_columns(tasks))
     # Readers may keep names categorical (each distinct one worked out once); the table's
     # text columns are plain objects.
-    text = {c: "object" for c in out.columns if isinstance(out[c].dtype, pd.CategoricalDtype)}
+    text = {
+        c: "object"
+        for c in out.columns
+        if isinstance(out[c].dtype, (pd.CategoricalDtype, pd.StringDtype))
+    }
     out = _check_categories(out.astype({**text, **_TASK_DTYPES}), source, "task")
     return out.reset_index(drop=True)
 
