@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -203,9 +204,9 @@ def test_line_breaks_in_names_across_read_blocks(
     attempts: list[bool] = []
     read_csv = arrow_csv.read_csv
 
-    def spy(*args: object, **kwargs: object) -> object:
-        attempts.append(kwargs["parse_options"].newlines_in_values)  # type: ignore[attr-defined]
-        return read_csv(*args, **kwargs)  # type: ignore[arg-type]
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(kwargs["parse_options"].newlines_in_values)
+        return read_csv(*args, **kwargs)
 
     monkeypatch.setattr(arrow_csv, "read_csv", spy)
     fast, slow, arrow = _both(path, monkeypatch)

@@ -1,6 +1,7 @@
 """tasks_not_in (one task seen by two sources is counted once) against the rule written out
 row by row, on random tables shaped like op_summary + task_time: streams with reused task
-ids, names, cores, missing ids, ids as text, numbers or nullable integers on either side."""
+ids, names, cores, missing ids, ids as text, numbers, nullable integers or categoricals on
+either side."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfgate.ingest.common import tasks_not_in
+from perfgate.ingest.common import concat_frames, tasks_not_in
 
 KEYS = (("stream", "task_id"), ("stream", "name"), ("stream", "core"), ("name",))
 
@@ -80,11 +81,13 @@ def _reference(candidates: pd.DataFrame, seen: pd.DataFrame) -> list[int]:
 
 def _tasks(draw: st.DrawFn, n: int, ids: str) -> pd.DataFrame:
     """``ids``: "text" (as CSV readers give them), "numbers" (a float column where one is
-    missing), or "Int64" (integer ids with missing ones, as the .db readers give them)."""
+    missing), "Int64" (integer ids with missing ones, as the .db readers give them), or
+    "categorical" (ids as text, and names and cores too, as categoricals: the CSV readers
+    of task tables)."""
 
     def ident(limit: int) -> object:
         value = draw(st.one_of(st.none(), st.integers(0, limit)))
-        return str(value) if ids == "text" and value is not None else value
+        return str(value) if ids in ("text", "categorical") and value is not None else value
 
     rows = [
         {
@@ -104,10 +107,12 @@ def _tasks(draw: st.DrawFn, n: int, ids: str) -> pd.DataFrame:
     )
     if ids == "Int64":
         tasks = tasks.astype({"stream": "Int64", "task_id": "Int64"})
+    if ids == "categorical":
+        tasks = tasks.astype({c: "category" for c in ("stream", "task_id", "name", "core")})
     return tasks
 
 
-ID_KINDS = ("text", "numbers", "Int64")
+ID_KINDS = ("text", "numbers", "Int64", "categorical")
 
 
 @st.composite
@@ -160,3 +165,24 @@ def test_a_task_listed_by_both_files_a_few_microseconds_apart_is_dropped_once() 
     # A known task id that differs tells two overlapping tasks of one stream apart.
     other = candidates.assign(task_id=["5", "6"])
     assert len(tasks_not_in(other, seen)) == 2
+
+
+def test_categorical_columns_stay_categorical_when_concatenated() -> None:
+    """Name columns of the CSV readers are categoricals with each file's own categories (of
+    object or, when pandas made them, ``str`` dtype, or none at all); concatenated they stay
+    categorical, each row keeping its value."""
+    ops = pd.DataFrame(
+        {"name": pd.Categorical.from_codes([0, -1, 1], pd.Index(["mm", "add"], dtype=object))}
+    )
+    empty = pd.DataFrame({"name": pd.Categorical.from_codes([-1], pd.Index([], dtype="float64"))})
+    copies = pd.DataFrame({"name": pd.Categorical(["MEMCPY_ASYNC", "add"])})
+    both = concat_frames([ops, empty, copies])
+    assert isinstance(both["name"].dtype, pd.CategoricalDtype)
+    assert both["name"].astype(object).where(both["name"].notna(), None).tolist() == [
+        "mm",
+        None,
+        "add",
+        None,
+        "MEMCPY_ASYNC",
+        "add",
+    ]

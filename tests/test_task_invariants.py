@@ -164,3 +164,25 @@ def test_a_copy_in_both_kernel_details_and_trace_view_is_counted_once(tmp_path: 
     assert memcpy["calls_per_step"] == 2
     assert memcpy["time_per_step_us"] == pytest.approx(1.11 + 1.08)
     assert float(analysis.per_step["copy_us"].iloc[0]) == pytest.approx(2.19, abs=2 * SPACING_US)
+
+
+TEXT_COLUMNS = (
+    "name",
+    "op_type",
+    "core",
+    "category",
+    "input_shapes",
+    "direction",
+    "stream",
+    "task_id",
+)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=ids)
+def test_text_columns_are_plain_objects(path: Path) -> None:
+    """Readers keep names categorical while reading (ingest/common.categorical_from), and
+    pandas may make text columns ``str``; the tasks table every reader gives the analysis
+    holds them as plain objects (docs/formats.md §1.1)."""
+    tasks = load_profile(path).tasks
+    text = [c for c in TEXT_COLUMNS if c in tasks.columns]
+    assert {c: str(tasks[c].dtype) for c in text} == {c: "object" for c in text}

@@ -27,6 +27,23 @@ def concat_frames(
         return empty if empty is not None else pd.DataFrame()
     if len(kept) == 1:
         return kept[0].reset_index(drop=True)
+    # A column categorical in every frame stays categorical (pandas would make it text).
+    categorical = [
+        c
+        for c in kept[0].columns
+        if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype) for f in kept)
+    ]
+    if categorical:
+        shared = {
+            c: pd.Index(
+                pd.unique(np.concatenate([f[c].cat.categories.to_numpy(object) for f in kept])),
+                dtype=object,
+            )
+            for c in categorical
+        }
+        kept = [
+            f.assign(**{c: f[c].cat.set_categories(shared[c]) for c in categorical}) for f in kept
+        ]
     return pd.concat(kept, ignore_index=True)
 
 
