@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.common import concat_frames
+from perfgate.ingest.common import concat_frames, distinct_codes
 from perfgate.intervals import union_length_per_group
 from perfgate.marks import STEP_MARKS_NOTE, read_step_marks
 from perfgate.model import (
@@ -115,7 +115,9 @@ def assemble(
     )
     _check_steps_hold_their_tasks(steps, tagged_work)
     profile.steps = _without_empty_steps(profile, all_notes)
-    _note_stream_overlaps(profile.tasks, all_notes)
+    # On the tasks as read, which the readers may keep categorical (the same rows and values
+    # as profile.tasks, whose text columns are objects).
+    _note_stream_overlaps(tasks, all_notes)
     if profile.steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
     return profile
@@ -207,8 +209,10 @@ def _note_stream_overlaps(tasks: pd.DataFrame, notes: list[str]) -> None:
             continue
         known = tasks.loc[tasks[key].notna(), ["rank", key, "start_us", "dur_us"]]
         # One integer per (rank, key as text): sorting and grouping integers, not strings.
-        codes, distinct = pd.factorize(known[key].to_numpy(dtype=object))
-        as_text = pd.factorize(np.array([str(v) for v in distinct], dtype=object))[0]
+        codes, distinct = distinct_codes(known[key])
+        if pd.api.types.infer_dtype(distinct, skipna=False) != "string":
+            distinct = np.array([str(v) for v in distinct], dtype=object)
+        as_text = pd.factorize(distinct)[0]
         group = pd.factorize(
             known["rank"].to_numpy(dtype=np.int64) * (len(distinct) + 1) + as_text[codes]
         )[0]
