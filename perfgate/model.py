@@ -184,18 +184,73 @@ def _plain_decimals(
     return _plain_decimal_rows(raw.view(np.uint8).reshape(len(text), raw.dtype.itemsize))
 
 
-def _plain_decimal_rows(
-    chars: npt.NDArray[np.uint8],
-) -> tuple[npt.NDArray[np.bool_], _Int64s, _Int64s, _Int64s, _Int64s]:
+_Parts = tuple[npt.NDArray[np.bool_], _Int64s, _Int64s, _Int64s, _Int64s]
+
+
+def _plain_decimal_rows(chars: npt.NDArray[np.uint8]) -> _Parts:
     """:func:`_plain_decimals` of strings given as the rows of a byte matrix, each padded with
     NUL bytes (a byte outside ASCII belongs to no plain decimal)."""
+    one_shape = _one_shape_rows(chars)
+    return one_shape if one_shape is not None else _rows_by_shape(chars)
+
+
+def _one_shape_rows(chars: npt.NDArray[np.uint8]) -> _Parts | None:
+    """:func:`_rows_by_shape` of a matrix whose rows all have the first row's shape
+    (unsigned digits, a dot or none, digits, then padding: a column of time stamps as msprof
+    writes them), checked column block by column block; None for any other matrix."""
+    n, width = chars.shape
+    if n == 0 or width == 0:
+        return None
+    first = chars[0]
+    blank_at = _blank(first)
+    length = int(width - np.argmax(~blank_at[::-1])) if not blank_at.all() else 0
+    dots = np.flatnonzero(first[:length] == _DOT)
+    dot = int(dots[0]) if dots.size else length
+    if not 1 <= dot <= _MAX_WHOLE_DIGITS:
+        return None
+    whole_digits = _digits_or_none(chars[:, :dot])
+    fraction_digits = _digits_or_none(chars[:, dot + 1 : length])
+    if (
+        whole_digits is None
+        or fraction_digits is None
+        or not (dot == length or bool((chars[:, dot] == _DOT).all()))
+        or not bool(_blank(chars[:, length:]).all())
+    ):
+        return None
+    kept = fraction_digits[:, :_MAX_FRACTION_DIGITS]
+    return (
+        np.ones(n, dtype=bool),
+        np.ones(n, dtype=np.int64),
+        _digits_value(whole_digits, zero=0),
+        _digits_value(kept, zero=0) if kept.shape[1] else np.zeros(n, dtype=np.int64),
+        np.full(n, 10 ** kept.shape[1], dtype=np.int64),
+    )
+
+
+def _digits_or_none(block: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8] | None:
+    """The digit values (0-9) of a block of ASCII digits, or None where a byte is no digit
+    (below '0' the subtraction wraps round to 207 and up)."""
+    values = block - np.uint8(_ZERO)
+    return values if not values.size or int(values.max()) <= 9 else None
+
+
+def _blank(chars: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    """NUL padding and white space (space, \\t \\n \\v \\f \\r)."""
+    return np.asarray(
+        (chars == 0) | (chars == _SPACE) | ((chars >= _TAB) & (chars <= _CARRIAGE_RETURN)),
+        dtype=bool,
+    )
+
+
+def _rows_by_shape(chars: npt.NDArray[np.uint8]) -> _Parts:
+    """:func:`_plain_decimal_rows`, rows grouped by their shape."""
     n, width = chars.shape
     if n == 0 or width == 0:
         no = np.zeros(n, dtype=bool)
         zero = np.zeros(n, np.int64)
         return no, np.ones(n, np.int64), zero, zero, np.ones(n, np.int64)
     # Up to the last byte that is neither NUL (bytes_ pads with it) nor white space.
-    blank = (chars == 0) | (chars == _SPACE) | ((chars >= _TAB) & (chars <= _CARRIAGE_RETURN))
+    blank = _blank(chars)
     length = np.where(blank.all(axis=1), 0, width - np.argmax(~blank[:, ::-1], axis=1))
     signed = (chars[:, 0] == _MINUS) | (chars[:, 0] == _PLUS)
     sign = np.where(chars[:, 0] == _MINUS, -1, 1).astype(np.int64)
@@ -236,10 +291,11 @@ def _all_digits(block: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
     return np.asarray(((block >= _ZERO) & (block <= _NINE)).all(axis=1), dtype=bool)
 
 
-def _digits_value(block: npt.NDArray[np.uint8]) -> _Int64s:
-    """The integers whose decimal digits are the rows of ``block`` (ASCII bytes)."""
+def _digits_value(block: npt.NDArray[np.uint8], zero: int = _ZERO) -> _Int64s:
+    """The integers whose decimal digits are the rows of ``block`` (ASCII bytes, or digit
+    values with ``zero`` 0)."""
     powers = np.power(np.int64(10), np.arange(block.shape[1] - 1, -1, -1, dtype=np.int64))
-    return (block.astype(np.int64) - _ZERO) @ powers
+    return (block.astype(np.int64) - zero) @ powers
 
 
 def _whole_plus_fraction(
@@ -322,7 +378,7 @@ class TimeBase:
         parsed instead of the strings (only cells that are no plain decimal are taken as
         strings)."""
         parsed = _ParsedText(cells, byte_rows)
-        return parsed.relative(self._adopt(parsed.approx()))
+        return parsed.relative(self.origin_us if self.fixed else self._adopt(parsed.approx()))
 
     def from_ns(self, ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """:func:`us_from_ns` with this profile's origin."""

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfgate import model
 from perfgate.ingest.ascend_csv import CsvColumn, read_csv_columns
 from perfgate.intervals import merge, union_length
 from perfgate.model import (
@@ -208,3 +209,43 @@ def test_intervals_merge_relative_times_below_zero() -> None:
     assert starts.tolist() == [-10.0, 5.0]
     assert ends.tolist() == [-1.0, 6.0]
     assert union_length([-1779188.5, -1779180.0], [-1779185.0, -1779179.0]) == 4.5
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    whole_digits=st.integers(1, 19),
+    fraction_digits=st.one_of(st.none(), st.integers(0, 17)),
+    rows=st.integers(1, 30),
+    padding=st.lists(st.sampled_from([0, ord(" "), ord("\t"), ord("\r"), ord("\n")]), max_size=3),
+    damage=st.one_of(
+        st.none(), st.tuples(st.integers(0, 29), st.integers(0, 40), st.integers(0, 255))
+    ),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_column_of_one_shape_parses_as_row_by_row(
+    whole_digits: int,
+    fraction_digits: int | None,
+    rows: int,
+    padding: list[int],
+    damage: tuple[int, int, int] | None,
+    seed: int,
+) -> None:
+    # A column whose stamps share one shape is checked and parsed in whole blocks
+    # (model._one_shape_rows); any byte out of place leaves it to the parse by shapes.
+    rng = np.random.default_rng(seed)
+    width = whole_digits + (0 if fraction_digits is None else 1 + fraction_digits)
+    chars = np.zeros((rows, width + len(padding)), dtype=np.uint8)
+    chars[:, :width] = rng.integers(ord("0"), ord("9") + 1, (rows, width))
+    if fraction_digits is not None:
+        chars[:, whole_digits] = ord(".")
+    chars[:, width:] = padding
+    shaped = model._one_shape_rows(chars)
+    if whole_digits <= 18:
+        assert shaped is not None  # the fast path is taken when it should be
+    if damage is not None:
+        row, at, byte = damage
+        chars[row % rows, at % chars.shape[1]] = byte
+    expected = model._rows_by_shape(chars)
+    got = model._plain_decimal_rows(chars)
+    for mine, theirs in zip(got, expected):
+        assert mine.tolist() == theirs.tolist()

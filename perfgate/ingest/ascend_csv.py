@@ -399,7 +399,10 @@ def _convert(
     if column.kind in ("name", "text"):
         if isinstance(cells.dtype, pd.CategoricalDtype):  # each distinct cell once, then taken
             codes = cells.cat.codes.to_numpy()
-            distinct = np.array([str(v).strip() for v in cells.cat.categories] + [""], object)
+            categories = cells.cat.categories.to_numpy(dtype=object)
+            if _padded(categories):
+                categories = np.array([str(v).strip() for v in categories], dtype=object)
+            distinct = np.append(categories, "")
             _require(path, column, (distinct == "")[codes])
             values = _text_values(distinct, column)
             if categorical:
