@@ -278,7 +278,7 @@ def _shared_codes(
             [left.categories.to_numpy(dtype=object), right.categories.to_numpy(dtype=object)]
         )
         if column in _ID_COLUMNS:
-            distinct = ids_as_text(distinct)
+            distinct = _ids_as_text(distinct)
         shared = np.asarray(pd.factorize(distinct)[0], dtype=np.int64)
         split = len(left.categories)
         return (
@@ -289,7 +289,7 @@ def _shared_codes(
     codes, distinct = pd.factorize(np.concatenate([left, right]))
     if column in _ID_COLUMNS and len(distinct):
         # Ids as text, converted once per distinct value.
-        as_text = pd.factorize(ids_as_text(np.asarray(distinct, dtype=object)))[0]
+        as_text = pd.factorize(_ids_as_text(np.asarray(distinct, dtype=object)))[0]
         codes = np.where(codes >= 0, as_text[codes], -1)
     codes = codes.astype(np.int64)
     return codes[: left.size], codes[left.size :]
@@ -299,12 +299,10 @@ def _taken_codes(
     table: npt.NDArray[np.int64], codes: npt.NDArray[np.integer[Any]]
 ) -> npt.NDArray[np.int64]:
     """``table[codes]``, −1 where a code is −1 (a missing value)."""
-    if not table.size:
-        return np.full(codes.size, -1, dtype=np.int64)
-    return np.where(codes >= 0, table[np.clip(codes, 0, None)], -1).astype(np.int64)
+    return np.append(table.astype(np.int64), -1)[codes]  # code −1 takes the −1 appended
 
 
-def ids_as_text(distinct: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
+def _ids_as_text(distinct: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
     """Distinct ids as text (:func:`_id_text`); ids read from text already are."""
     if pd.api.types.infer_dtype(distinct, skipna=False) == "string":
         return distinct
