@@ -290,7 +290,7 @@ def _shared_codes(
     if column in _ID_COLUMNS and len(distinct):
         # Ids as text, converted once per distinct value.
         as_text = pd.factorize(_ids_as_text(np.asarray(distinct, dtype=object)))[0]
-        codes = np.where(codes >= 0, as_text[codes], -1)
+        codes = _taken_codes(np.asarray(as_text, dtype=np.int64), codes)
     codes = codes.astype(np.int64)
     return codes[: left.size], codes[left.size :]
 
