@@ -88,3 +88,44 @@ def test_a_non_finite_number_is_refused_never_written_as_invalid_json(special: f
     rows = [{"step": 1, "r": 1.0}, {"step": 2, "r": special}]
     with pytest.raises(ValueError, match="not JSON compliant"):
         dumps_indented({"per_step": rows})
+
+
+# Numbers as measurements are: the range where orjson (the fast extra) writes the column.
+_MEASURED = st.one_of(
+    st.floats(min_value=1e-4, max_value=1e16, exclude_max=True),
+    st.floats(min_value=-1e16, max_value=-1e-4, exclude_min=True),
+    st.sampled_from([0.0, -0.0, 1e-4, 0.1 + 0.2, 9999999999999998.0, 5e-05, 1e16]),
+    st.integers(-(2**63), 2**64 - 1),
+    st.none(),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_MEASURED, _MEASURED), min_size=1, max_size=40))
+def test_columns_of_measured_numbers_are_written_as_json_writes_them(
+    pairs: list[tuple[Any, Any]],
+) -> None:
+    document = {"per_step": [{"a": a, "b": b} for a, b in pairs]}
+    assert dumps_indented(document) == json.dumps(document, indent=2, allow_nan=False)
+
+
+def test_without_orjson_the_text_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = load_profile(DATA / PROFILES[1])
+    analysis = analyze(profile)
+    with_orjson = inspect_json(profile, analysis)
+    monkeypatch.setattr("perfgate.report.inspect._orjson_dumps", None)
+    assert inspect_json(profile, analysis) == with_orjson
+    assert with_orjson == json.dumps(inspect_document(profile, analysis), indent=2) + "\n"
+
+
+def test_numbers_of_every_magnitude_are_written_as_json_writes_them() -> None:
+    # One column per power of ten: each is written fast or given back to json on its own.
+    magnitudes = range(-324, 308)
+    rows = [
+        {f"e{k}": sign * mantissa * 10.0**k for k in magnitudes}
+        for sign in (1, -1)
+        for mantissa in (1.0, 1.5, 9.999999999999999)
+    ]
+    document = {"per_step": rows}
+    assert dumps_indented(document) == json.dumps(document, indent=2, allow_nan=False)

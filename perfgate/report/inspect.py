@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
 
@@ -29,6 +29,12 @@ from perfgate.report.format import (
     name_width,
     short_names,
 )
+
+_orjson_dumps: Callable[[Any], bytes] | None
+try:  # the fast extra
+    from orjson import dumps as _orjson_dumps
+except ImportError:  # pragma: no cover - a test hides it instead
+    _orjson_dumps = None
 
 # History: 1 — first version (metrics, breakdown, per_step, operators, profile, notes).
 INSPECT_SCHEMA = "perfgate.inspect"
@@ -148,6 +154,9 @@ def _values_text(column: tuple[Any, ...]) -> list[str] | None:
     ``None`` and strings; ``None`` for a column holding anything else."""
     kinds = set(map(type, column))
     if kinds <= _NUMBER_TYPES:
+        fast = _numbers_text_fast(column)
+        if fast is not None:
+            return fast
         # One call of the C encoder; numbers, true/false/null hold no ", ". Strict JSON:
         # a NaN or an infinity here is a bug, never "NaN" in the output.
         return json.dumps(list(column), allow_nan=False)[1:-1].split(", ")
@@ -158,6 +167,28 @@ def _values_text(column: tuple[Any, ...]) -> list[str] | None:
 
 _NUMBER_TYPES = frozenset({int, float, bool, type(None)})
 _STRING_TYPES = frozenset({str, type(None)})
+# Both json.dumps and orjson write the shortest digits that read back as the same float, in
+# the same form from 1e-4 up; below, json writes ``5e-05`` and ``1.5e-09`` where orjson writes
+# ``0.00005`` and ``1.5e-9``. A column whose text holds an "e" (an exponent, or true/false
+# beside floats) or "0.0000" is left to json.
+_MAYBE_OTHER_FORM = ("e", "0.0000")
+
+
+def _numbers_text_fast(column: tuple[Any, ...]) -> list[str] | None:
+    """:func:`_values_text` of a column of numbers, written by orjson (the ``fast`` extra; 20
+    times quicker at floats than the C encoder of :mod:`json`), or None where it is not
+    installed or its text could differ from json.dumps' own: a number written with an
+    exponent or below 1e-4, an integer beyond 64 bits, a NaN or an infinity (orjson writes
+    them ``null``; json refuses them, as this writer must)."""
+    if _orjson_dumps is None:
+        return None
+    try:
+        text = _orjson_dumps(list(column)).decode()[1:-1]
+    except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits
+        return None
+    if text.count("null") != column.count(None) or any(f in text for f in _MAYBE_OTHER_FORM):
+        return None
+    return text.split(",") if column else []
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
