@@ -10,8 +10,17 @@ import math
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from perfgate.analysis.metrics import analyze, assign_steps, operator_table, step_metrics
+from perfgate.analysis.metrics import (
+    OPERATOR_COLUMNS,
+    analyze,
+    assign_steps,
+    operator_step_samples,
+    operator_table,
+    step_metrics,
+)
 from perfgate.intervals import merge, union_length
 from perfgate.model import Profile, empty_steps
 
@@ -258,3 +267,70 @@ def test_a_rank_without_tasks_is_unseen_not_idle() -> None:
         "no device tasks for rank(s) 1: only their step time is measured; utilization, "
         "the breakdown and copy_ratio are unknown"
     ) in analysis.notes
+
+
+_NAMES = st.sampled_from(["MatMul", "Add", "add", "Äquator", "", "N/A", None, math.nan])
+
+
+@st.composite
+def named_tasks(draw: st.DrawFn) -> pd.DataFrame:
+    n = draw(st.integers(1, 40))
+    rows = [
+        (
+            draw(st.sampled_from([0, 1])),
+            draw(st.sampled_from([1, 2, 3, None])),
+            draw(_NAMES),
+            draw(_NAMES),
+            draw(st.sampled_from(["compute", "copy", "comm", None])),
+            float(draw(st.integers(0, 300))),
+            # Equal durations make ties in the sort by time per step.
+            draw(st.sampled_from([1.0, 2.5, 0.1, 1e-3, 7.0])),
+        )
+        for _ in range(n)
+    ]
+    return pd.DataFrame(
+        {
+            "rank": [r[0] for r in rows],
+            "step": pd.array([r[1] for r in rows], dtype="Int64"),
+            "op_type": pd.array([r[2] for r in rows], dtype=object),
+            "core": pd.array([r[3] for r in rows], dtype=object),
+            "category": pd.array([r[4] for r in rows], dtype=object),
+            "start_us": [r[5] for r in rows],
+            "dur_us": [r[6] for r in rows],
+        }
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(named_tasks())
+def test_operator_tables_grouped_by_codes_are_the_tables_grouped_by_names(
+    tasks: pd.DataFrame,
+) -> None:
+    # The group-bys on the name columns the operator tables were first written as.
+    per_rank = step_metrics(
+        tasks, steps_frame([(0, 1, 0, 100), (1, 2, 100, 200), (0, 3, 200, 300)])
+    )
+    grouped = tasks.groupby(["op_type", "core", "category"], dropna=False, sort=False)
+    table = grouped.agg(calls=("dur_us", "size"), total_us=("dur_us", "sum")).reset_index()
+    table["calls_per_step"] = table["calls"] / len(per_rank)
+    table["time_per_step_us"] = table["total_us"] / len(per_rank)
+    table["share"] = table["total_us"] / float(per_rank["step_time_us"].sum())
+    table = table.sort_values(["time_per_step_us", "op_type"], ascending=[False, True])
+    expected = table[list(OPERATOR_COLUMNS)].reset_index(drop=True)
+    for name in ("op_type", "core", "category"):
+        if expected[name].isna().all():  # a name column holds objects, not pandas' float NaN
+            expected[name] = expected[name].astype(object)
+    pd.testing.assert_frame_equal(operator_table(tasks, per_rank), expected, check_exact=True)
+
+    steps = sorted(per_rank["step"].unique().tolist())
+    summed = tasks.groupby(["op_type", "core", "step"])["dur_us"].sum().unstack("step")
+    summed = summed.reindex(columns=steps).fillna(0.0)
+    ranks = per_rank.groupby("step")["rank"].nunique().reindex(steps).to_numpy()
+    # The same rows; their order is now that of the sorted names (unstack's was not always).
+    pd.testing.assert_frame_equal(
+        operator_step_samples(tasks, per_rank),
+        summed.div(ranks, axis="columns"),
+        check_exact=True,
+        check_like=True,
+        check_index_type=not summed.empty,  # (no operator at all: index of no names)
+    )

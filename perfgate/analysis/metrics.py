@@ -95,7 +95,8 @@ def analyze(profile: Profile) -> RunAnalysis:
             "copy tasks are not recorded in this export (kernels only): copy_ratio is unknown"
         )
     per_step = aggregate_ranks(per_rank)
-    operators = operator_table(tasks, per_rank)
+    names = OperatorCodes.of(tasks)  # the names coded once, for both tables below
+    operators = operator_table(tasks, per_rank, names)
     if operators.empty and profile.op_statistic is not None:
         operators = operators_from_statistic(profile.op_statistic, per_rank)
     return RunAnalysis(
@@ -104,11 +105,39 @@ def analyze(profile: Profile) -> RunAnalysis:
         operators=operators,
         summary=summarize(per_step),
         notes=_unique(notes),
-        operator_samples=operator_step_samples(tasks, per_rank),
+        operator_samples=operator_step_samples(tasks, per_rank, names),
     )
 
 
-def operator_step_samples(tasks: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
+@dataclass(frozen=True)
+class OperatorCodes:
+    """The ``op_type``, ``core`` and ``category`` of every task as integer codes: codes in the
+    order of the sorted distinct names (a missing name: the code after the last), so that
+    grouping and sorting by codes is grouping and sorting by names, without hashing a string
+    per task."""
+
+    codes: dict[str, npt.NDArray[np.int64]]
+    names: dict[str, npt.NDArray[np.object_]]  # per column: the name of each code
+
+    @classmethod
+    def of(cls, tasks: pd.DataFrame) -> OperatorCodes:
+        codes, names = {}, {}
+        for column in ("op_type", "core", "category"):
+            found, distinct = pd.factorize(tasks[column].to_numpy(dtype=object), sort=True)
+            missing = found < 0
+            found = found.astype(np.int64)
+            found[missing] = len(distinct)
+            codes[column] = found
+            names[column] = np.append(np.asarray(distinct, dtype=object), np.nan)
+        return cls(codes, names)
+
+    def missing(self, column: str) -> npt.NDArray[np.bool_]:
+        return np.asarray(self.codes[column] == len(self.names[column]) - 1)
+
+
+def operator_step_samples(
+    tasks: pd.DataFrame, per_rank: pd.DataFrame, names: OperatorCodes | None = None
+) -> pd.DataFrame:
     """Device time of each ``(op_type, core)`` in each step, averaged over ranks (µs).
 
     Index ``(op_type, core)``; one column per analysed step, 0 where the operator did not run.
@@ -118,8 +147,22 @@ def operator_step_samples(tasks: pd.DataFrame, per_rank: pd.DataFrame) -> pd.Dat
     if tasks.empty or not steps:
         return pd.DataFrame(columns=steps)
     ranks_per_step = per_rank.groupby("step")["rank"].nunique()
-    summed = tasks.groupby(["op_type", "core", "step"])["dur_us"].sum().unstack("step")
+    names = names if names is not None else OperatorCodes.of(tasks)
+    # Grouped by (operator code, step), tasks without an op_type, core or step left out.
+    keep = ~(names.missing("op_type") | names.missing("core")) & tasks["step"].notna().to_numpy()
+    cores = len(names.names["core"])
+    operator = (names.codes["op_type"] * cores + names.codes["core"])[keep]
+    step = tasks["step"].to_numpy(dtype=np.int64, na_value=0)[keep]
+    summed = tasks["dur_us"][keep].groupby([operator, step]).sum().unstack()
+    summed.index = pd.MultiIndex.from_arrays(
+        [
+            names.names["op_type"][summed.index // cores],
+            names.names["core"][summed.index % cores],
+        ],
+        names=["op_type", "core"],
+    )
     summed = summed.reindex(columns=steps).fillna(0.0)
+    summed.columns.name = "step"
     return summed.div(ranks_per_step.reindex(steps).to_numpy(), axis="columns")
 
 
@@ -531,7 +574,9 @@ def aggregate_ranks(per_rank: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().drop(columns=["rank"])
 
 
-def operator_table(tasks: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
+def operator_table(
+    tasks: pd.DataFrame, per_rank: pd.DataFrame, names: OperatorCodes | None = None
+) -> pd.DataFrame:
     """Per operator ``(op_type, core)``: calls and device time per step, share of step time.
 
     Averages are over every analysed (rank, step): ``calls_per_step`` = calls / steps,
@@ -544,8 +589,20 @@ def operator_table(tasks: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in OPERATOR_COLUMNS}).astype(
             {"op_type": "object", "core": "object", "category": "object", "calls": "int64"}
         )
-    grouped = tasks.groupby(["op_type", "core", "category"], dropna=False, sort=False)
-    table = grouped.agg(calls=("dur_us", "size"), total_us=("dur_us", "sum")).reset_index()
+    names = names if names is not None else OperatorCodes.of(tasks)
+    # One group per (op_type, core, category), missing names included, in order of first
+    # appearance: what grouping by the three columns gives (sort=False, dropna=False).
+    key = np.zeros(len(tasks), dtype=np.int64)
+    for column in ("op_type", "core", "category"):
+        key = key * len(names.names[column]) + names.codes[column]
+    group = pd.factorize(key)[0]  # 0, 1, … in order of first appearance
+    first = np.unique(group, return_index=True)[1]  # each group's first task
+    table = pd.DataFrame(
+        {c: names.names[c][names.codes[c][first]] for c in ("op_type", "core", "category")}
+    )
+    grouped = tasks["dur_us"].groupby(group)
+    table["calls"] = grouped.size().to_numpy()
+    table["total_us"] = grouped.sum().to_numpy()
     table["calls_per_step"] = table["calls"] / rank_steps
     table["time_per_step_us"] = table["total_us"] / rank_steps
     table["share"] = table["total_us"] / total_step_time if total_step_time > 0 else float("nan")
