@@ -5,6 +5,7 @@ either side."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -13,7 +14,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfgate.ingest.common import concat_frames, tasks_not_in
+from perfgate.ingest.common import _combined_codes, concat_frames, tasks_not_in
 
 KEYS = (("stream", "task_id"), ("stream", "name"), ("stream", "core"), ("name",))
 
@@ -186,3 +187,20 @@ def test_categorical_columns_stay_categorical_when_concatenated() -> None:
         "MEMCPY_ASYNC",
         "add",
     ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(*(st.sampled_from([0, 1, 2**20 - 1, 2**30, 2**31 - 1]) for _ in range(3))),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_combined_codes_are_equal_exactly_where_the_rows_are(rows: list[tuple[int, ...]]) -> None:
+    # Digits this wide pass 2**31 together: the combination is factorized on the way.
+    columns = [np.array(column, dtype=np.int64) for column in zip(*rows)]
+    combined = _combined_codes(columns)
+    assert int(combined.max()) < 2**31
+    for i, j in itertools.combinations(range(len(rows)), 2):
+        assert (combined[i] == combined[j]) == (rows[i] == rows[j])

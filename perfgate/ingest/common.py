@@ -184,6 +184,7 @@ def tasks_not_in(
             codes[column] = _shared_codes(left.values[column], rhs.values[column], column)
         return codes[column]
 
+    ranks = _shared_codes(left.rank, rhs.rank, "rank")
     duplicate = np.zeros(len(candidates), dtype=bool)
     for keys in _SAME_TASK_KEYS:
         pending = np.flatnonzero(~duplicate[left.rows])  # positions in ``left``
@@ -194,8 +195,8 @@ def tasks_not_in(
         if not mine_rows.size or not their_rows.size:
             continue
         # One integer per (rank, key…) value, equal on both sides for equal values.
-        key = row_codes(
-            [np.concatenate([left.rank[mine_rows], rhs.rank[their_rows]])]
+        key = _combined_codes(
+            [np.concatenate([ranks[0][mine_rows], ranks[1][their_rows]])]
             + [np.concatenate([code(k)[0][mine_rows], code(k)[1][their_rows]]) for k in keys]
         )
         split = mine_rows.size
@@ -333,6 +334,25 @@ def row_codes(columns: Sequence[pd.Series | npt.NDArray[Any]]) -> npt.NDArray[np
     return np.asarray(pd.factorize(combined)[0], dtype=np.int64)
 
 
+def _combined_codes(columns: Sequence[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """One int64 per row, equal where the rows are equal in every one of ``columns`` (codes,
+    none negative): the codes read as digits of a mixed radix, without hashing them
+    (:func:`row_codes` hashes each column). The result stays below 2**31 (factorized when the
+    digits would pass it), so that :func:`_nearest_by_start` can pair it with a start's rank."""
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    size = 1
+    for column in columns:
+        radix = int(column.max()) + 1 if column.size else 1
+        if size * radix >= 2**31:
+            combined, unique = pd.factorize(combined)
+            combined, size = np.asarray(combined, dtype=np.int64), len(unique)
+        combined = combined * radix + column
+        size *= radix
+    if size >= 2**31:
+        combined = np.asarray(pd.factorize(combined)[0], dtype=np.int64)
+    return combined
+
+
 def _nearest_by_start(
     left_key: npt.NDArray[np.int64],
     left_start: npt.NDArray[np.float64],
@@ -343,9 +363,18 @@ def _nearest_by_start(
     (ties: the last of them) and the one that starts first at or after it (ties: the first);
     −1 where there is none."""
     # Start times replaced by their rank among all starts (equal starts, equal ranks), so that
-    # (key, start) is one exact int64 that sorts as the pair does.
-    _, start_rank = np.unique(np.concatenate([left_start, right_start]), return_inverse=True)
+    # (key, start) is one exact int64 that sorts as the pair does. Each side comes mostly in
+    # order of start: a stable sort merges the two runs (np.unique sorts from scratch).
+    starts = np.concatenate([left_start, right_start])
+    by_start = np.argsort(starts, kind="stable")
+    ordered = starts[by_start]
+    start_rank = np.empty(starts.size, dtype=np.int64)
+    start_rank[by_start] = np.cumsum(np.append(True, ordered[1:] != ordered[:-1])) - 1
     width = np.int64(start_rank.max() + 1)
+    distinct_keys = int(max(np.max(left_key, initial=0), np.max(right_key, initial=0))) + 1
+    if distinct_keys * int(width) >= 2**62:
+        both = np.asarray(pd.factorize(np.concatenate([left_key, right_key]))[0], dtype=np.int64)
+        left_key, right_key = both[: left_key.size], both[left_key.size :]
     left_at = left_key * width + start_rank[: left_key.size]
     right_at = right_key * width + start_rank[left_key.size :]
     order = np.argsort(right_at, kind="stable")
