@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from perfgate.analysis.metrics import analyze
 from perfgate.ingest import load_profile
-from perfgate.report.inspect import dumps_indented, inspect_document, inspect_json
+from perfgate.report.inspect import _Columns, dumps_indented, inspect_document, inspect_json
 
 DATA = Path(__file__).parent / "data"
 PROFILES = [
@@ -129,3 +129,21 @@ def test_numbers_of_every_magnitude_are_written_as_json_writes_them() -> None:
     ]
     document = {"per_step": rows}
     assert dumps_indented(document) == json.dumps(document, indent=2, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents())
+def test_tables_kept_as_columns_are_written_as_their_rows(document: dict[str, Any]) -> None:
+    rows = document["per_step"]
+    if not rows or any(list(row) != list(rows[0]) for row in rows):
+        return  # columns are made of frames: rows of one set of keys
+    keys = list(rows[0])
+    columns = _Columns(keys, [[row[k] for row in rows] for k in keys])
+    expected = json.dumps(document, indent=2, allow_nan=False)
+    assert dumps_indented({**document, "per_step": columns}) == expected
+
+
+def test_keys_with_format_characters_are_written_as_they_are() -> None:
+    rows = [{"%s": 1.5, "%%": "a%sb", "%(x)d": None}, {"%s": 2.0, "%%": "%", "%(x)d": 3}]
+    document = {"per_step": rows, "steps": {"ids": [1, 2, 3], "names": ["%s", "%"]}}
+    assert dumps_indented(document) == json.dumps(document, indent=2)

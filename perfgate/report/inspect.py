@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
 
@@ -52,6 +53,17 @@ def inspect_document(
     profile: Profile, analysis: RunAnalysis, top: int | None = None, hints: Sequence[Hint] = ()
 ) -> dict[str, Any]:
     """The ``perfgate inspect --format json`` document (``hints``: the advisor's)."""
+    return _document(profile, analysis, top, hints, table=_records)
+
+
+def _document(
+    profile: Profile,
+    analysis: RunAnalysis,
+    top: int | None,
+    hints: Sequence[Hint],
+    table: Callable[[pd.DataFrame], Any],
+) -> dict[str, Any]:
+    """:func:`inspect_document`, its tables (lists of rows) made by ``table``."""
     operators = analysis.operators if top is None else analysis.operators.head(top)
     metadata = {
         k: json_number(v) if isinstance(v, float) else v
@@ -75,10 +87,10 @@ def inspect_document(
             name: {k: json_number(v) for k, v in analysis.summary[name].items()}
             for name in (*BREAKDOWN_COLUMNS, "copy_us")
         },
-        "per_step": _records(
+        "per_step": table(
             analysis.per_step.drop(columns=["start_us", "end_us"]).astype({"step": "int64"})
         ),
-        "operators": _records(operators),
+        "operators": table(operators),
         "operators_total": len(analysis.operators),
         "advice": [advice_dict(h) for h in hints],
         "notes": analysis.notes,
@@ -91,7 +103,8 @@ def inspect_json(
     """The text of ``perfgate inspect --format json``: exactly
     ``json.dumps(inspect_document(...), indent=2) + "\n"``, written faster (see
     :func:`dumps_indented`)."""
-    return dumps_indented(inspect_document(profile, analysis, top=top, hints=hints)) + "\n"
+    # The tables stay columns (_Columns) up to the writer: no dict per row made and undone.
+    return dumps_indented(_document(profile, analysis, top, hints, table=_Columns.of)) + "\n"
 
 
 _INDENT = "  "
@@ -99,29 +112,66 @@ _INDENT = "  "
 
 def dumps_indented(document: dict[str, Any]) -> str:
     """``json.dumps(document, indent=2)``, the same text, for a document holding long lists of
-    flat rows (``per_step``: one object per step).
+    flat rows (``per_step``: one object per step) or of numbers (``steps.ids``). A
+    :class:`_Columns` value is written as the list of its rows.
 
     Python's JSON encoder writes indented text in pure Python, one value at a time. Here each
     top-level list of flat objects that share their keys is written column by column: the
-    values of a column are encoded in one call of the C encoder, then the lines are joined.
-    Everything else goes through :func:`json.dumps` itself.
+    values of a column are encoded in one call of an encoder, then the lines are joined; so is
+    each list of scalars one level down. Everything else goes through :func:`json.dumps`.
     """
     tables: dict[str, str] = {}
+
+    def placeholder(path: str, rendered: str) -> str:
+        tables[path] = rendered
+        return f"\x00perfgate table {path}\x00"
+
     skeleton: dict[str, Any] = {}
     for key, value in document.items():
-        rendered = _rows_text(value, level=1) if isinstance(value, list) else None
-        if rendered is None:
-            skeleton[key] = value
-        else:
-            tables[key] = rendered
-            skeleton[key] = f"\x00perfgate table {key}\x00"
-    text = json.dumps(skeleton, indent=2, allow_nan=False)
-    for key, rendered in tables.items():
-        placeholder = json.dumps(skeleton[key])
-        if text.count(placeholder) != 1:  # cannot happen with NUL bytes in it; never guess
-            return json.dumps(document, indent=2, allow_nan=False)
-        text = text.replace(placeholder, rendered)
+        rendered = None
+        if isinstance(value, _Columns):
+            rendered = _columns_text(value.keys, value.columns, level=1)
+            value = value if rendered is not None else value.records()
+        elif isinstance(value, list):
+            rendered = _rows_text(value, level=1)
+        elif isinstance(value, dict):
+            value = {
+                name: placeholder(f"{key}/{name}", listed) if listed is not None else item
+                for name, item in value.items()
+                for listed in [_scalars_text(item, level=2)]
+            }
+        skeleton[key] = value if rendered is None else placeholder(key, rendered)
+    text = json.dumps(skeleton, indent=2, allow_nan=False, default=_plain)
+    for path, rendered in tables.items():
+        marker = json.dumps(f"\x00perfgate table {path}\x00")
+        if text.count(marker) != 1:  # cannot happen with NUL bytes in it; never guess
+            return json.dumps(document, indent=2, allow_nan=False, default=_plain)
+        text = text.replace(marker, rendered)
     return text
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A table of the document (a list of flat rows) kept as its columns, for
+    :func:`dumps_indented`, which writes it column by column."""
+
+    keys: list[str]
+    columns: list[list[Any]]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> _Columns:
+        """:func:`_records` of ``frame``, as columns."""
+        return cls([str(name) for name in frame.columns], _frame_columns(frame))
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.keys, row)) for row in zip(*self.columns)]
+
+
+def _plain(value: Any) -> Any:
+    """``json.dumps``' ``default``: a :class:`_Columns` as its rows; anything else refused."""
+    if isinstance(value, _Columns):
+        return value.records()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _rows_text(rows: list[Any], level: int) -> str | None:
@@ -129,24 +179,43 @@ def _rows_text(rows: list[Any], level: int) -> str | None:
     when the list is anything else."""
     if not rows or not all(type(row) is dict for row in rows):
         return None
-    keys = tuple(rows[0])
+    keys = list(rows[0])
+    if any(list(row) != keys for row in rows):
+        return None
+    return _columns_text(keys, list(zip(*(row.values() for row in rows))), level)
+
+
+def _columns_text(keys: list[Any], columns: Sequence[Sequence[Any]], level: int) -> str | None:
+    """The indented JSON of the rows whose columns are ``columns``: ``"[]"`` for no rows,
+    ``None`` where a key is no string or a column holds other than numbers or strings."""
     if not keys or not all(isinstance(k, str) for k in keys):
         return None
-    if any(tuple(row) != keys for row in rows):
-        return None
-    columns = list(zip(*(row.values() for row in rows)))
+    if not columns or not len(columns[0]):
+        return "[]"
     inner = "\n" + _INDENT * (level + 2)
-    lines = []
-    for key, column in zip(keys, columns):
-        values = _values_text(column)
+    texts = []
+    for column in columns:
+        values = _values_text(tuple(column))
         if values is None:
             return None
-        prefix = inner + json.dumps(key) + ": "
-        lines.append([prefix + v for v in values])
+        texts.append(values)
     item = "\n" + _INDENT * (level + 1)
-    close = item + "}"
-    objects = ["{" + ",".join(parts) + close for parts in zip(*lines)]
+    # One template per row ("%" in a key doubled): a format per object, not a join per value.
+    fields = ",".join((inner + json.dumps(k) + ": ").replace("%", "%%") + "%s" for k in keys)
+    template = "{" + fields + item + "}"
+    objects = [template % values for values in zip(*texts)]
     return "[" + item + ("," + item).join(objects) + "\n" + _INDENT * level + "]"
+
+
+def _scalars_text(value: Any, level: int) -> str | None:
+    """The indented JSON of a list of two or more numbers or strings at ``level``, or None."""
+    if type(value) is not list or len(value) < 2:
+        return None
+    values = _values_text(tuple(value))
+    if values is None:
+        return None
+    item = "\n" + _INDENT * (level + 1)
+    return "[" + item + ("," + item).join(values) + "\n" + _INDENT * level + "]"
 
 
 def _values_text(column: tuple[Any, ...]) -> list[str] | None:
@@ -195,9 +264,11 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """``frame.to_dict("records")`` with NaN and infinities as ``None`` (JSON has neither),
     built column by column: each column becomes a list of Python values at once, then the rows
     are zipped."""
-    columns = [_column_values(frame[name]) for name in frame.columns]
-    keys = [str(name) for name in frame.columns]
-    return [dict(zip(keys, row)) for row in zip(*columns)]
+    return _Columns.of(frame).records()
+
+
+def _frame_columns(frame: pd.DataFrame) -> list[list[Any]]:
+    return [_column_values(frame.iloc[:, i]) for i in range(frame.shape[1])]
 
 
 def _column_values(column: pd.Series) -> list[Any]:
