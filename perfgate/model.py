@@ -145,8 +145,12 @@ class _ParsedText:
                 self.other[rest] = other.to_numpy(np.float64)
 
     def approx(self) -> npt.NDArray[np.float64]:
-        """The values as float64 (to tell their size), NaN where missing or no number."""
-        return self.relative_values(0)
+        """The values' size, for :func:`time_origin_for`: the whole parts of plain decimals,
+        the float64 of the rest, NaN where missing or no number. (Against an integer bound, a
+        value's size is its whole part's: ``|w.f| ≥ n`` exactly when ``|w| ≥ n``.)"""
+        values = self.other.copy()
+        values[self.plain] = (self.sign * self.whole)[self.plain]
+        return values
 
     def relative_values(self, origin_us: int) -> npt.NDArray[np.float64]:
         values = self.other - origin_us
@@ -317,8 +321,11 @@ def _whole_plus_fraction(
     down = (whole > 0) & (numerator < 0)
     whole = whole + up - down
     numerator = numerator - denominator * up + denominator * down
-    result: npt.NDArray[np.float64] = whole.astype(np.float64) + numerator / denominator
     small = np.abs(whole) < (2**53) // denominator
+    if small.all():  # (times since an origin always are)
+        exact: npt.NDArray[np.float64] = (whole * denominator + numerator) / denominator
+        return exact
+    result: npt.NDArray[np.float64] = whole.astype(np.float64) + numerator / denominator
     if small.any():
         total = whole[small] * denominator[small] + numerator[small]
         result[small] = total / denominator[small]
