@@ -322,19 +322,28 @@ def _whole_plus_fraction(
     whole = whole + up - down
     numerator = numerator - denominator * up + denominator * down
     small = np.abs(whole) < (2**53) // denominator
-    if small.all():  # (times since an origin always are)
-        exact: npt.NDArray[np.float64] = (whole * denominator + numerator) / denominator
-        return exact
+    if small.all():  # (times since an origin always are): no masks
+        return _exact_quotient(whole, numerator, denominator)
     result: npt.NDArray[np.float64] = whole.astype(np.float64) + numerator / denominator
     if small.any():
-        total = whole[small] * denominator[small] + numerator[small]
-        result[small] = total / denominator[small]
+        result[small] = _exact_quotient(whole[small], numerator[small], denominator[small])
     huge = (np.abs(whole) > 2**53) & (np.abs(whole) < 2**62)
     if huge.any():
         rounded = whole[huge].astype(np.float64)
         taken_off = whole[huge] - rounded.astype(np.int64)  # exact: both are integers
         result[huge] = rounded + (taken_off + numerator[huge] / denominator[huge])
     return result
+
+
+def _exact_quotient(
+    whole: npt.NDArray[np.int64],
+    numerator: npt.NDArray[np.int64],
+    denominator: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """``(whole * denominator + numerator) / denominator``, where the dividend fits 2**53:
+    formed exactly in int64 and rounded once by the division."""
+    quotient: npt.NDArray[np.float64] = (whole * denominator + numerator) / denominator
+    return quotient
 
 
 def us_from_ns(ns: npt.ArrayLike, origin_us: int) -> npt.NDArray[np.float64]:

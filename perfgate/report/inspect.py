@@ -161,7 +161,8 @@ class _Columns:
     @classmethod
     def of(cls, frame: pd.DataFrame) -> _Columns:
         """:func:`_records` of ``frame``, as columns."""
-        return cls([str(name) for name in frame.columns], _frame_columns(frame))
+        columns = [_column_values(frame.iloc[:, i]) for i in range(frame.shape[1])]
+        return cls([str(name) for name in frame.columns], columns)
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.keys, row)) for row in zip(*self.columns)]
@@ -199,12 +200,10 @@ def _columns_text(keys: list[Any], columns: Sequence[Sequence[Any]], level: int)
         if values is None:
             return None
         texts.append(values)
-    item = "\n" + _INDENT * (level + 1)
     # One template per row ("%" in a key doubled): a format per object, not a join per value.
     fields = ",".join((inner + json.dumps(k) + ": ").replace("%", "%%") + "%s" for k in keys)
-    template = "{" + fields + item + "}"
-    objects = [template % values for values in zip(*texts)]
-    return "[" + item + ("," + item).join(objects) + "\n" + _INDENT * level + "]"
+    template = "{" + fields + "\n" + _INDENT * (level + 1) + "}"
+    return _list_text([template % values for values in zip(*texts)], level)
 
 
 def _scalars_text(value: Any, level: int) -> str | None:
@@ -212,10 +211,13 @@ def _scalars_text(value: Any, level: int) -> str | None:
     if type(value) is not list or len(value) < 2:
         return None
     values = _values_text(tuple(value))
-    if values is None:
-        return None
+    return None if values is None else _list_text(values, level)
+
+
+def _list_text(items: list[str], level: int) -> str:
+    """The JSON list of the non-empty ``items`` (their text), one per line, at ``level``."""
     item = "\n" + _INDENT * (level + 1)
-    return "[" + item + ("," + item).join(values) + "\n" + _INDENT * level + "]"
+    return "[" + item + ("," + item).join(items) + "\n" + _INDENT * level + "]"
 
 
 def _values_text(column: tuple[Any, ...]) -> list[str] | None:
@@ -265,10 +267,6 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     built column by column: each column becomes a list of Python values at once, then the rows
     are zipped."""
     return _Columns.of(frame).records()
-
-
-def _frame_columns(frame: pd.DataFrame) -> list[list[Any]]:
-    return [_column_values(frame.iloc[:, i]) for i in range(frame.shape[1])]
 
 
 def _column_values(column: pd.Series) -> list[Any]:
