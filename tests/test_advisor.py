@@ -353,6 +353,11 @@ def test_short_names_of_kernel_signatures() -> None:
     )
     assert short_name("aten::copy_") == "aten::copy_"
     assert short_name("hcom_allReduce_") == "hcom_allReduce_"
+    # CUDA's copy names hold an arrow inside their parentheses (the HTA sample traces); its
+    # ">" closes no "(": once it left "Memcpy DtoD  Device".
+    assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
+    assert short_name("void f<(bool)1, g<int>>(int (*)(float))") == "f"
+    assert short_name("a -> b") == "a -> b"
 
 
 def test_advisor_settings_come_from_perfgate_yaml() -> None:

@@ -116,6 +116,9 @@ def _round(value: float) -> float:
     return round(number, 6)
 
 
+_OPENING = {">": "<", ")": "("}
+
+
 def short_name(name: object) -> str:
     """An operator or kernel name short enough to read: a C++ kernel signature loses its
     ``void``, template and call arguments and its namespaces (``void at::native::
@@ -123,14 +126,14 @@ def short_name(name: object) -> str:
     text = str(name).strip()
     if text.startswith("void "):
         text = text[5:]
-    depth = 0
+    open_brackets: list[str] = []
     kept = []
-    for char in text:  # drop everything inside <…> and (…)
+    for char in text:  # drop everything inside <…> and (…), each closed by its own bracket
         if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
+            open_brackets.append(char)
+        elif open_brackets and _OPENING.get(char) == open_brackets[-1]:
+            open_brackets.pop()
+        elif not open_brackets:
             kept.append(char)
     short = "".join(kept).strip() or text
     if "::" in short and not short.startswith("aten::"):
