@@ -204,3 +204,51 @@ def test_combined_codes_are_equal_exactly_where_the_rows_are(rows: list[tuple[in
     assert int(combined.max()) < 2**31
     for i, j in itertools.combinations(range(len(rows)), 2):
         assert (combined[i] == combined[j]) == (rows[i] == rows[j])
+
+
+_LABELS = st.sampled_from(["aten::add", "MEMCPY_ASYNC", "N/A", "b", None])
+
+
+@st.composite
+def _frames_with_categoricals(draw: Any) -> list[pd.DataFrame]:
+    """Frames as the readers give them: name columns categorical (missing values, categories
+    in any order, unused ones), a number column, columns that some frames lack, empty frames."""
+    frames = []
+    for _ in range(draw(st.integers(1, 4))):
+        rows = draw(st.integers(0, 6))
+        columns: dict[str, Any] = {"dur_us": [float(i) for i in range(rows)]}
+        for name in ("op_type", "core", "extra"):
+            if name != "op_type" and draw(st.booleans()):
+                continue
+            values = draw(st.lists(_LABELS, min_size=rows, max_size=rows))
+            unused = draw(st.lists(st.sampled_from(["x", "y"]), unique=True))
+            categories = list(dict.fromkeys([v for v in values if v is not None] + unused))
+            order = draw(st.permutations(categories))
+            columns[name] = pd.Categorical(values, categories=order)
+        frames.append(pd.DataFrame(columns))
+    return frames
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames=_frames_with_categoricals())
+def test_concatenated_categoricals_hold_what_pandas_concatenates(
+    frames: list[pd.DataFrame],
+) -> None:
+    """concat_frames unites the categories by hand; as plain values the table is pandas' own
+    concatenation, and a column categorical in every non-empty frame stays categorical (one
+    that some frames lack is pandas' to type)."""
+    kept = [f for f in frames if len(f)]
+    table = concat_frames(frames)
+    if not kept:
+        assert table.empty
+        return
+    as_objects = [f.astype({c: object for c in f.columns if c != "dur_us"}) for f in kept]
+    expected = pd.concat(as_objects, ignore_index=True)
+    plain = table.astype({c: object for c in table.columns if c != "dur_us"})
+    pd.testing.assert_frame_equal(plain, expected)
+    for column in table.columns:
+        everywhere = all(
+            column in f.columns and isinstance(f[column].dtype, pd.CategoricalDtype) for f in kept
+        )
+        if everywhere:
+            assert isinstance(table[column].dtype, pd.CategoricalDtype), column

@@ -33,18 +33,24 @@ def concat_frames(
         for c in kept[0].columns
         if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype) for f in kept)
     ]
-    if categorical:
-        shared = {
-            c: pd.Index(
-                pd.unique(np.concatenate([f[c].cat.categories.to_numpy(object) for f in kept])),
-                dtype=object,
-            )
-            for c in categorical
-        }
-        kept = [
-            f.assign(**{c: f[c].cat.set_categories(shared[c]) for c in categorical}) for f in kept
-        ]
-    return pd.concat(kept, ignore_index=True)
+    if not categorical:
+        return pd.concat(kept, ignore_index=True)
+    # The categoricals are united by hand: each frame's codes mapped onto the shared
+    # categories, and one dtype for the result (pandas would hash the categories of every
+    # frame's dtype again, and re-code each frame).
+    table = pd.concat([f.drop(columns=categorical) for f in kept], ignore_index=True)
+    for c in categorical:
+        parts = [f[c].array for f in kept]
+        shared = pd.Index(
+            pd.unique(np.concatenate([part.categories.to_numpy(object) for part in parts])),
+            dtype=object,
+        )
+        # Code -1 (missing) stays -1: it takes the -1 appended to each mapping.
+        codes = np.concatenate(
+            [np.append(shared.get_indexer(part.categories), -1)[part.codes] for part in parts]
+        )
+        table[c] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(shared))
+    return table[list(dict.fromkeys(c for f in kept for c in f.columns))]  # pandas' order
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
