@@ -334,3 +334,35 @@ def test_operator_tables_grouped_by_codes_are_the_tables_grouped_by_names(
         check_like=True,
         check_index_type=not summed.empty,  # (no operator at all: index of no names)
     )
+
+
+def test_operator_samples_are_computed_when_asked_and_average_to_the_operator_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real trace (two steps, 199 operators): ``inspect`` never asks for the per-step
+    samples, so analyze leaves them to the first access; each operator's samples average to
+    its time per step in the operator table."""
+    from pathlib import Path
+
+    from perfgate.analysis import metrics
+    from perfgate.ingest import load_profile
+
+    profile = load_profile(Path(__file__).parent / "data/kineto/sampled_rank-0.json.gz")
+    real = metrics.operator_step_samples
+    calls: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> pd.DataFrame:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(metrics, "operator_step_samples", counted)
+    analysis = analyze(profile)
+    assert calls == []
+    samples = analysis.operator_samples
+    assert analysis.operator_samples is samples and calls == [1]  # computed once
+    assert list(samples.columns) == sorted(analysis.per_step["step"])
+    per_step = analysis.operators.set_index(["op_type", "core"])["time_per_step_us"]
+    assert len(samples) == len(per_step) > 100
+    pd.testing.assert_series_equal(
+        samples.mean(axis=1), per_step.loc[samples.index], check_names=False, rtol=1e-12
+    )

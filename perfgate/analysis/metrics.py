@@ -20,7 +20,9 @@ Definitions (public; ``docs/metrics.md`` says the same for users):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +73,8 @@ class RunAnalysis:
             :data:`METRIC_NAMES` and the breakdown columns.
         notes: how the numbers were obtained, one line each.
         operator_samples: device time per step (µs, averaged over ranks) of each operator:
-            index ``(op_type, core)``, one column per step of ``per_step``.
+            index ``(op_type, core)``, one column per step of ``per_step``; computed when
+            first asked for (by ``samples_of``): a record needs them, ``inspect`` does not.
     """
 
     per_rank: pd.DataFrame
@@ -79,7 +82,11 @@ class RunAnalysis:
     operators: pd.DataFrame
     summary: dict[str, dict[str, float]]
     notes: list[str] = field(default_factory=list)
-    operator_samples: pd.DataFrame = field(default_factory=pd.DataFrame)
+    samples_of: Callable[[], pd.DataFrame] = field(default=pd.DataFrame, repr=False)
+
+    @cached_property
+    def operator_samples(self) -> pd.DataFrame:
+        return self.samples_of()
 
 
 def analyze(profile: Profile) -> RunAnalysis:
@@ -105,7 +112,7 @@ def analyze(profile: Profile) -> RunAnalysis:
         operators=operators,
         summary=summarize(per_step),
         notes=_unique(notes),
-        operator_samples=operator_step_samples(tasks, per_rank, names),
+        samples_of=lambda: operator_step_samples(tasks, per_rank, names),
     )
 
 
