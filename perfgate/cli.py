@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -637,6 +638,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `perfgate inspect … | head` closed the pipe: not an error.
         sys.stderr.close()
         return EXIT_OK
+    except Exception as exc:  # a bug: never exit 1, which a CI job reads as a regression
+        traceback.print_exc()
+        print(
+            f"perfgate: internal error: {type(exc).__name__} (a bug in perfgate; please report "
+            "it with the traceback above)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return status
 
 

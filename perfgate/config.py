@@ -29,7 +29,9 @@ the key path, the value and what is allowed.
 
 from __future__ import annotations
 
+import math
 import re
+import reprlib
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -54,6 +56,7 @@ from perfgate.rules import (
     Unit,
     default_rules,
 )
+from perfgate.store.keys import MAX_NAME, is_safe_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,7 +64,39 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 
+class _BoundedRepr(reprlib.Repr):
+    """Values as messages show them, bounded: a hostile file's value may be an integer of
+    10,000 digits (``repr`` refuses it) or an alias bomb whose full text would not fit in
+    memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxdict = self.maxlist = self.maxtuple = self.maxset = 6
+        self.maxstring = self.maxother = self.maxlong = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<an integer of about {x.bit_length() * math.log10(2):.0f} digits>"
+        return super().repr_int(x, level)
+
+
+_shown = _BoundedRepr().repr
+
+
+def _clipped(error: Exception, limit: int = 120) -> str:
+    """A parser's message, at most ``limit`` characters."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _huge(value: object) -> bool:
+    """An integer too long to be a name or a count (``str`` of it may even raise)."""
+    return isinstance(value, int) and value.bit_length() > 64
+
+
 _TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+_MAX_RELATIVE = 100.0  # 10,000%: a hundredfold change
 _THRESHOLD = re.compile(r"^\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*(%|pt|us|µs|ms|s)\s*$")
 
 
@@ -69,17 +104,19 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
     """Parse ``5%`` / ``3pt`` / ``2ms`` into a :class:`Threshold`; ``key`` names it in errors."""
     forms = {Unit.RELATIVE: "5%", Unit.POINTS: "3pt", Unit.MICROSECONDS: "2ms or 500us"}
     expected = " or ".join(forms[u] for u in allowed)
-    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise ConfigError(f"{key}: {text!r} is not a threshold (expected e.g. {expected})")
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)) or _huge(text):
+        raise ConfigError(f"{key}: {_shown(text)} is not a threshold (expected e.g. {expected})")
     match = _THRESHOLD.match(str(text))
     if not match:
         hint = " (a number needs a unit)" if re.fullmatch(r"\s*[\d.]+\s*", str(text)) else ""
-        raise ConfigError(f"{key}: {text!r} is not a threshold{hint} (expected e.g. {expected})")
+        raise ConfigError(
+            f"{key}: {_shown(text)} is not a threshold{hint} (expected e.g. {expected})"
+        )
     sign, number, suffix = match.group(1), float(match.group(2)), match.group(3)
     if sign == "-":
         # The direction is the metric's (max_increase / max_drop): a sign would invert it.
         raise ConfigError(
-            f"{key}: {text!r} is negative; a limit is a size in the metric's bad direction "
+            f"{key}: {_shown(text)} is negative; a limit is a size in the metric's bad direction "
             f"(expected e.g. {expected})"
         )
     if suffix in _TIME_UNITS:
@@ -90,7 +127,19 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
         unit, value = Unit.RELATIVE, number / 100
     if unit not in allowed:
         raise ConfigError(
-            f"{key}: {text!r} is in {unit.value}, not allowed here (expected e.g. {expected})"
+            f"{key}: {_shown(text)} is in {unit.value}, not allowed here (expected e.g. {expected})"
+        )
+    if not math.isfinite(value) or (unit is Unit.RELATIVE and value > _MAX_RELATIVE):
+        # No change crosses such a limit: it would switch the gate off without saying so.
+        raise ConfigError(
+            f"{key}: {_shown(text)} is too large (at most {_MAX_RELATIVE:.0%}; expected e.g. "
+            f"{expected}; gate: false switches a metric's gate off)"
+        )
+    if unit is Unit.POINTS and value > 1:
+        # A ratio moves 100 points at most: a larger limit is no limit (use gate: false).
+        raise ConfigError(
+            f"{key}: {_shown(text)} is over 100pt, more than a ratio can move (expected e.g. "
+            f"{expected}; gate: false switches the metric's gate off)"
         )
     return Threshold(value=value, unit=unit, text=str(text).strip())
 
@@ -123,10 +172,12 @@ def _check_keys(section: object, allowed: tuple[str, ...], where: str) -> Mappin
     if section is None:
         return {}
     if not isinstance(section, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {type(section).__name__} {section!r}")
+        raise ConfigError(
+            f"{where}: expected a mapping, got {type(section).__name__} {_shown(section)}"
+        )
     for key in section:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+            raise ConfigError(f"{where}: unknown key {_shown(key)} (allowed: {', '.join(allowed)})")
     return section
 
 
@@ -179,6 +230,10 @@ def _parse_operator_rule(spec: object, key: str, rule: OperatorRule) -> Operator
         )
     if "min_share" in spec:
         share = parse_threshold(spec["min_share"], key=f"{key}.min_share", allowed=(Unit.RELATIVE,))
+        if share.value > 1:
+            raise ConfigError(
+                f"{key}.min_share: {_shown(spec['min_share'])} is over 100% of the step"
+            )
         rule = replace(rule, min_share=share.value)
     if "gate" in spec:
         rule = replace(rule, gate=_bool(spec["gate"], f"{key}.gate"))
@@ -187,14 +242,24 @@ def _parse_operator_rule(spec: object, key: str, rule: OperatorRule) -> Operator
 
 def _bool(value: object, key: str) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"{key}: {value!r} is not true or false")
+        raise ConfigError(f"{key}: {_shown(value)} is not true or false")
     return value
+
+
+# Counts (rounds, processes, commits to look back, …) beyond this are a typo or a hostile
+# file: a million rounds would never end.
+_MAX_COUNT = 1_000_000
 
 
 def _int(value: object, key: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{key}: {value!r} is not a whole number >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _MAX_COUNT:
+        raise ConfigError(
+            f"{key}: {_shown(value)} is not a whole number from {minimum} to {_MAX_COUNT:,}"
+        )
     return value
+
+
+_MIN_ALPHA = 1e-6
 
 
 def _parse_statistics(section: object, where: str, base: Statistics) -> Statistics:
@@ -202,8 +267,16 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
     stats = base
     if "alpha" in section:
         alpha = section["alpha"]
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-            raise ConfigError(f"{where}.alpha: {alpha!r} is not a probability in (0, 1)")
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, (int, float))
+            or not _MIN_ALPHA <= alpha < 1
+        ):
+            # Below 1e-6 the critical values are infinite: no change would ever be flagged.
+            raise ConfigError(
+                f"{where}.alpha: {_shown(alpha)} is not a probability in (0, 1) of at least "
+                f"{_MIN_ALPHA:g} (e.g. 0.01)"
+            )
         stats = replace(stats, alpha=float(alpha))
     if "min_steps" in section:
         stats = replace(stats, min_steps=_int(section["min_steps"], f"{where}.min_steps", 2))
@@ -222,8 +295,14 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
             stats = replace(stats, **{key: _int(section[key], f"{where}.{key}", minimum)})
     if "max_seconds" in section:
         seconds = section["max_seconds"]
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-            raise ConfigError(f"{where}.max_seconds: {seconds!r} is not a number of seconds > 0")
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 < seconds < math.inf
+        ):
+            raise ConfigError(
+                f"{where}.max_seconds: {_shown(seconds)} is not a number of seconds > 0"
+            )
         stats = replace(stats, max_seconds=float(seconds))
     if stats.max_rounds < stats.rounds:
         raise ConfigError(
@@ -249,6 +328,9 @@ def _parse_measure(section: object, where: str) -> MeasureSettings:
     return settings
 
 
+_MAX_NAME = 200  # directory and branch names; a file system takes 255 bytes per name
+
+
 def _parse_baseline(section: object, where: str) -> BaselineSettings:
     section = _check_keys(section, ("dir", "branch", "max_depth", "env"), where)
     texts: dict[str, str] = {}
@@ -256,7 +338,12 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
         if key in section:
             value = section[key]
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"{where}.{key}: {value!r} is not a non-empty string")
+                raise ConfigError(f"{where}.{key}: {_shown(value)} is not a non-empty string")
+            if len(value) > _MAX_NAME or any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise ConfigError(
+                    f"{where}.{key}: {_shown(value)} is not a name git and the file system "
+                    f"take (expected at most {_MAX_NAME} characters, no control characters)"
+                )
             texts[key] = value
     settings = BaselineSettings(
         dir=texts.get("dir", "baselines"),
@@ -269,13 +356,23 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
     if store.is_absolute() or ".." in store.parts:
         # Baselines are committed with the code: the store lives inside the repository.
         raise ConfigError(
-            f"{where}.dir: {settings.dir!r} leaves the repository (expected a relative path "
+            f"{where}.dir: {_shown(settings.dir)} leaves the repository (expected a relative path "
             "inside it, e.g. baselines)"
         )
-    if settings.env != "auto" and not re.fullmatch(r"[A-Za-z0-9._-]+", settings.env):
+    if settings.branch is not None and settings.branch.startswith("-"):
         raise ConfigError(
-            f"{where}.env: {settings.env!r} is not a safe directory name "
-            "(letters, digits, '.', '_', '-')"
+            f"{where}.branch: {_shown(settings.branch)} is no branch name (a name never starts "
+            "with '-'; expected e.g. main)"
+        )
+    if not store.parts or any(part.startswith(".git") for part in store.parts):
+        raise ConfigError(
+            f"{where}.dir: {_shown(settings.dir)} is the repository's root or inside git's own "
+            "files (expected a directory of its own, e.g. baselines)"
+        )
+    if settings.env != "auto" and not is_safe_name(settings.env):
+        raise ConfigError(
+            f"{where}.env: {_shown(settings.env)} is not a safe directory name "
+            f"(1 to {MAX_NAME} letters, digits, '.', '_', '-', not starting with '.')"
         )
     return settings
 
@@ -301,7 +398,7 @@ def _parse_advisor(section: object, where: str) -> AdvisorSettings:
         if key in section:
             share = parse_threshold(section[key], key=f"{where}.{key}", allowed=(Unit.RELATIVE,))
             if share.value > 1:
-                raise ConfigError(f"{where}.{key}: {section[key]!r} is over 100% of the step")
+                raise ConfigError(f"{where}.{key}: {_shown(section[key])} is over 100% of the step")
             shares: dict[str, Any] = {key: share.value}
             settings = replace(settings, **shares)
     if "small_kernel_us" in section:
@@ -317,14 +414,42 @@ def _parse_advisor(section: object, where: str) -> AdvisorSettings:
     if "disable" in section:
         names = section["disable"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"{where}.disable: {names!r} is not a list of rule names")
+            raise ConfigError(f"{where}.disable: {_shown(names)} is not a list of rule names")
         for name in names:
             if name not in ADVISOR_RULES:
                 raise ConfigError(
-                    f"{where}.disable: unknown rule {name!r} (rules: {', '.join(ADVISOR_RULES)})"
+                    f"{where}.disable: unknown rule {_shown(name)} "
+                    f"(rules: {', '.join(ADVISOR_RULES)})"
                 )
         settings = replace(settings, disable=tuple(names))
     return settings
+
+
+# A configuration is a few dozen values. YAML aliases can make a small file a huge (or
+# endlessly nested) document: a "billion laughs" of 400 bytes is a billion values.
+_MAX_VALUES = 10_000
+_MAX_NESTING = 20
+
+
+def _check_size(data: object, source: str) -> None:
+    """Refuse a document of more than :data:`_MAX_VALUES` values or nested deeper than
+    :data:`_MAX_NESTING` levels, counting aliased values each time they appear; stops at the
+    first value past either bound."""
+    pending: list[tuple[object, int]] = [(data, 0)]
+    counted = 0
+    while pending:
+        value, depth = pending.pop()
+        counted += 1
+        if counted > _MAX_VALUES or depth > _MAX_NESTING:
+            raise ConfigError(
+                f"{source}: more than {_MAX_VALUES:,} values or nested deeper than "
+                f"{_MAX_NESTING} levels once its aliases are expanded (expected a configuration "
+                "as docs/pytest.md shows it)"
+            )
+        if isinstance(value, Mapping):
+            pending.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, (list, tuple)):
+            pending.extend((item, depth + 1) for item in value)
 
 
 def default_settings() -> Settings:
@@ -332,8 +457,12 @@ def default_settings() -> Settings:
     return Settings()
 
 
+_MAX_BENCHMARK_NAME = 500  # pytest ids with parameters run long; a message stays readable
+
+
 def settings_from_mapping(data: object, source: str) -> Settings:
     """Validate a parsed configuration mapping (YAML document or ``[tool.perfgate]``)."""
+    _check_size(data, source)
     top = _check_keys(data, _TOP_KEYS, source)
     rules = parse_rules(
         {key: top[key] for key in _BENCHMARK_KEYS if key in top},
@@ -344,13 +473,32 @@ def settings_from_mapping(data: object, source: str) -> Settings:
     baseline = _parse_baseline(top.get("baseline"), f"{source}: baseline")
     profiler = top.get("profiler", "auto")
     if profiler not in PROFILERS:
-        raise ConfigError(f"{source}: profiler: {profiler!r} is not one of {', '.join(PROFILERS)}")
+        raise ConfigError(
+            f"{source}: profiler: {_shown(profiler)} is not one of {', '.join(PROFILERS)}"
+        )
     benchmarks_section = top.get("benchmarks")
     if benchmarks_section is not None and not isinstance(benchmarks_section, Mapping):
         raise ConfigError(
             f"{source}: benchmarks: expected a mapping of benchmark names, got "
-            f"{benchmarks_section!r}"
+            f"{_shown(benchmarks_section)}"
         )
+    named: set[str] = set()
+    for name in benchmarks_section or {}:
+        if (
+            isinstance(name, bool)
+            or not isinstance(name, (str, int))
+            or _huge(name)
+            or not 0 < len(str(name)) <= _MAX_BENCHMARK_NAME
+            or any(ord(c) < 32 or ord(c) == 127 for c in str(name))
+        ):
+            raise ConfigError(
+                f"{source}: benchmarks: {_shown(name)} is no benchmark name (expected its "
+                f"name as text, 1 to {_MAX_BENCHMARK_NAME} characters on one line, e.g. "
+                "resnet50_train)"
+            )
+        if str(name) in named:  # 1 and '1'
+            raise ConfigError(f"{source}: benchmarks: {_shown(str(name))} is named twice")
+        named.add(str(name))
     benchmarks = {
         str(name): parse_rules(override, f"{source}: benchmarks.{name}", rules)
         for name, override in (benchmarks_section or {}).items()
@@ -394,23 +542,65 @@ def _tool_section(path: Path) -> object | None:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: not UTF-8 at byte {exc.start}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply to read") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: not valid TOML: {_clipped(exc)}") from None
     tool = data.get("tool")
     if tool is None:
         return None
     if not isinstance(tool, dict):
-        raise ConfigError(f"{path}: key 'tool' is {tool!r}, expected a table ([tool])")
+        raise ConfigError(f"{path}: key 'tool' is {_shown(tool)}, expected a table ([tool])")
     return tool.get("perfgate")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
+    silently: a second ``statistics:`` would replace the first unseen)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable: PyYAML's own check below names it
+                continue
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found the key {_shown(key)} twice",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
 
 
 def _load_file(path: Path) -> Settings:
     if path.suffix == ".toml":
-        return settings_from_mapping(_tool_section(path) or {}, f"{path} [tool.perfgate]")
+        section = _tool_section(path)
+        if section is None:
+            # Named on purpose (--config): defaults in its place would gate unnoticed.
+            raise ConfigError(f"{path}: has no [tool.perfgate] table (expected the settings)")
+        return settings_from_mapping(section, f"{path} [tool.perfgate]")
     try:
-        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_StrictLoader)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid YAML: not UTF-8 at byte {exc.start}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{where}") from None
+        problem = getattr(exc, "problem", None)
+        said = f": {_clipped(Exception(problem))}" if problem and "twice" in problem else ""
+        raise ConfigError(f"{path}: not valid YAML{where}{said}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply to read") from None
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        # PyYAML's constructors raise these for a tagged value they cannot take
+        # (``!!int abc``, ``!!bool maybe``, ``2001-02-30``, an integer of 5,000 digits).
+        raise ConfigError(
+            f"{path}: not valid YAML: a value cannot be read as its type ({_clipped(exc)}); "
+            "quote it to keep it as text"
+        ) from None
     return settings_from_mapping(data if data is not None else {}, str(path))

@@ -118,6 +118,24 @@ def test_unknown_layout_is_one_line_naming_the_path(
     assert err.count("\n") == 1
 
 
+def test_a_bug_is_exit_2_with_the_traceback_never_1_which_reads_as_a_regression(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import perfgate.cli
+
+    def broken(args: object) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(perfgate.cli, "_cmd_inspect", broken)
+    assert main(["inspect", str(LEVEL1)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "KeyError: 'a bug'" in err
+    assert err.splitlines()[-1] == (
+        "perfgate: internal error: KeyError (a bug in perfgate; please report it with the "
+        "traceback above)"
+    )
+
+
 def test_bad_option_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as excinfo:
         main(["inspect", str(LEVEL1), "--format", "xml"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,132 @@ def test_invalid_yaml_says_where(tmp_path: Path) -> None:
     path.write_text("thresholds:\n  step_time: {max_increase: 5%\n")
     with pytest.raises(ConfigError, match=r"perfgate.yaml: not valid YAML at line 3, column 1"):
         load_settings(path)
+
+
+_BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+    "profiler: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+)
+_HUGE_INT = "0x" + "f" * 4000  # 4,816 decimal digits: past what repr() and str() take
+
+
+# Hostile files found by fuzzing the configuration (docs/reliability.md): each was a
+# traceback, a hang, or a setting that silently switched the gate off.
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_BOMB, "more than 10,000 values or nested deeper than 20 levels"),
+        ("a: " + "[" * 3000 + "]" * 3000 + "\n", "not valid YAML: nested too deeply to read"),
+        ("statistics: {rounds: !!int abc}\n", "not valid YAML: a value cannot be read as its"),
+        ("advisor: {disable: [!!bool maybe]}\n", "not valid YAML: a value cannot be read as its"),
+        ("baseline: {dir: 2001-02-30}\n", "not valid YAML: a value cannot be read as its"),
+        ("statistics: {rounds: !!int ''}\n", "not valid YAML: a value cannot be read as its"),
+        ("statistics: {rounds: " + "9" * 5000 + "}\n", "not valid YAML: a value cannot be read"),
+        (
+            f"statistics: {{rounds: {_HUGE_INT}}}\n",
+            "statistics.rounds: <an integer of about 4816 digits> is not a whole number from 2 "
+            "to 1,000,000",
+        ),
+        (f"{_HUGE_INT}: 1\n", "not valid YAML at line 1"),
+        (
+            "statistics: {rounds: 500000000, max_rounds: 900000000}\n",
+            "statistics.rounds: 500000000 is not a whole number from 2 to 1,000,000",
+        ),
+        (
+            "thresholds: {operators: {max_increase: '" + "9" * 400 + "%'}}\n",
+            "thresholds.operators.max_increase: '9999999999",
+        ),
+        (
+            "thresholds: {comm_ratio: {max_increase: 500pt}}\n",
+            "thresholds.comm_ratio.max_increase: '500pt' is over 100pt, more than a ratio can",
+        ),
+        (
+            "thresholds: {operators: {min_share: 1000%}}\n",
+            "thresholds.operators.min_share: '1000%' is over 100% of the step",
+        ),
+        ("statistics: {alpha: 5.0e-324}\n", "statistics.alpha: 5e-324 is not a probability"),
+        ("statistics: {max_seconds: .nan}\n", "statistics.max_seconds: nan is not a number"),
+        ("statistics: {max_seconds: .inf}\n", "statistics.max_seconds: inf is not a number"),
+        ('baseline: {dir: "a\\0b"}\n', "baseline.dir: 'a\\x00b' is not a name git and the"),
+        ("baseline: {env: " + "x" * 5000 + "}\n", "baseline.env: 'xxxxxxxxxxxxxxxxxxxxxxxx"),
+        ("baseline: {branch: --all}\n", "baseline.branch: '--all' is no branch name"),
+        ("benchmarks: {[a, b]: {}}\n", "not valid YAML"),
+        ("benchmarks: {1.5: {}}\n", "benchmarks: 1.5 is no benchmark name"),
+        ('benchmarks: {"a\\nb": {}}\n', "benchmarks: 'a\\nb' is no benchmark name"),
+        ("benchmarks: {x" + "y" * 600 + ": {}}\n", "benchmarks: 'xyyyyyyyyyyyyyyyyyyy"),
+        ("benchmarks: {1: {}, '1': {}}\n", "benchmarks: '1' is named twice"),
+        (
+            f"thresholds: {{step_time: {{max_increase: {_HUGE_INT}}}}}\n",
+            "thresholds.step_time.max_increase: <an integer of about 4816 digits> is not a",
+        ),
+        (
+            "thresholds: {step_time: {max_increase: 100000000000000000000%}}\n",
+            "thresholds.step_time.max_increase: '100000000000000000000%' is too large (at most "
+            "10000%",
+        ),
+        (
+            "statistics: {rounds: 5}\nthresholds: {}\nstatistics: {rounds: 7}\n",
+            "not valid YAML at line 3, column 1: found the key 'statistics' twice",
+        ),
+        ("baseline: {env: '..'}\n", "baseline.env: '..' is not a safe directory name"),
+        ("baseline: {env: " + "x" * 129 + "}\n", "baseline.env: 'xxxxxxxxxxxxxxxx"),
+        ("baseline: {dir: .}\n", "baseline.dir: '.' is the repository's root or inside git's"),
+        ("baseline: {dir: .git/x}\n", "baseline.dir: '.git/x' is the repository's root or"),
+    ],
+)
+def test_hostile_configuration_is_one_error_naming_the_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "perfgate.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as excinfo:
+        load_settings(path)
+    shown = str(excinfo.value)
+    assert shown.startswith(f"{path}: ") and message in shown, shown
+    assert len(shown) < 400  # values shown bounded, whatever their size
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[tool.perfgate]\nx = " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+        ("[tool.perfgate.statistics]\nrounds = " + "9" * 5000 + "\n", "not valid TOML"),
+    ],
+)
+def test_hostile_pyproject_is_one_error(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[project]\nname = 'x'\n", "has no [tool.perfgate] table"),
+        ("[tool]\nperfgate = false\n", "expected a mapping, got bool False"),
+    ],
+)
+def test_a_pyproject_named_by_config_must_hold_settings(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """``--config pyproject.toml`` names the settings on purpose: the defaults in their
+    place would gate with thresholds nobody chose."""
+    path = tmp_path / "pyproject.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(path)
+
+
+def test_long_benchmark_names_and_aliases_of_a_few_values_are_fine(tmp_path: Path) -> None:
+    name = "test_train[" + "resnet50-" * 20 + "]"
+    path = tmp_path / "perfgate.yaml"
+    path.write_text(
+        "benchmarks:\n"
+        f"  '{name}': &strict {{thresholds: {{step_time: {{max_increase: 2%}}}}}}\n"
+        "  bert: *strict\n  7: *strict\n"
+    )
+    settings = load_settings(path)
+    for key in (name, "bert", "7"):
+        assert settings.benchmarks[key].metrics["step_time"].threshold.value == 0.02
