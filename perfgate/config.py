@@ -84,10 +84,15 @@ class _BoundedRepr(reprlib.Repr):
 _shown = _BoundedRepr().repr
 
 
-def _clipped(error: Exception, limit: int = 120) -> str:
-    """A parser's message, at most ``limit`` characters."""
-    text = " ".join(str(error).split())
+def _clipped(message: object, limit: int = 120) -> str:
+    """A parser's message on one line, at most ``limit`` characters."""
+    text = " ".join(str(message).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (a newline, NUL, DEL …)."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
 def _huge(value: object) -> bool:
@@ -217,6 +222,14 @@ def _parse_thresholds(section: object, where: str, rules: Rules) -> Rules:
     return replace(rules, metrics=metrics, operators=operators)
 
 
+def _share_of_step(text: object, key: str) -> float:
+    """A share of the step such as ``15%``, as a fraction of at most 1."""
+    share = parse_threshold(text, key=key, allowed=(Unit.RELATIVE,))
+    if share.value > 1:
+        raise ConfigError(f"{key}: {_shown(text)} is over 100% of the step")
+    return share.value
+
+
 def _parse_operator_rule(spec: object, key: str, rule: OperatorRule) -> OperatorRule:
     spec = _check_keys(spec, ("max_increase", "min_share", "gate"), key)
     if "max_increase" in spec:
@@ -229,12 +242,7 @@ def _parse_operator_rule(spec: object, key: str, rule: OperatorRule) -> Operator
             ),
         )
     if "min_share" in spec:
-        share = parse_threshold(spec["min_share"], key=f"{key}.min_share", allowed=(Unit.RELATIVE,))
-        if share.value > 1:
-            raise ConfigError(
-                f"{key}.min_share: {_shown(spec['min_share'])} is over 100% of the step"
-            )
-        rule = replace(rule, min_share=share.value)
+        rule = replace(rule, min_share=_share_of_step(spec["min_share"], f"{key}.min_share"))
     if "gate" in spec:
         rule = replace(rule, gate=_bool(spec["gate"], f"{key}.gate"))
     return rule
@@ -328,7 +336,7 @@ def _parse_measure(section: object, where: str) -> MeasureSettings:
     return settings
 
 
-_MAX_NAME = 200  # directory and branch names; a file system takes 255 bytes per name
+_MAX_PATH_TEXT = 200  # directory and branch names; a file system takes 255 bytes per name
 
 
 def _parse_baseline(section: object, where: str) -> BaselineSettings:
@@ -339,10 +347,10 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
             value = section[key]
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{where}.{key}: {_shown(value)} is not a non-empty string")
-            if len(value) > _MAX_NAME or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            if len(value) > _MAX_PATH_TEXT or _has_control(value):
                 raise ConfigError(
                     f"{where}.{key}: {_shown(value)} is not a name git and the file system "
-                    f"take (expected at most {_MAX_NAME} characters, no control characters)"
+                    f"take (expected at most {_MAX_PATH_TEXT} characters, no control characters)"
                 )
             texts[key] = value
     settings = BaselineSettings(
@@ -396,10 +404,7 @@ def _parse_advisor(section: object, where: str) -> AdvisorSettings:
     settings = AdvisorSettings()
     for key in _ADVISOR_SHARES:
         if key in section:
-            share = parse_threshold(section[key], key=f"{where}.{key}", allowed=(Unit.RELATIVE,))
-            if share.value > 1:
-                raise ConfigError(f"{where}.{key}: {_shown(section[key])} is over 100% of the step")
-            shares: dict[str, Any] = {key: share.value}
+            shares: dict[str, Any] = {key: _share_of_step(section[key], f"{where}.{key}")}
             settings = replace(settings, **shares)
     if "small_kernel_us" in section:
         limit = parse_threshold(
@@ -489,7 +494,7 @@ def settings_from_mapping(data: object, source: str) -> Settings:
             or not isinstance(name, (str, int))
             or _huge(name)
             or not 0 < len(str(name)) <= _MAX_BENCHMARK_NAME
-            or any(ord(c) < 32 or ord(c) == 127 for c in str(name))
+            or _has_control(str(name))
         ):
             raise ConfigError(
                 f"{source}: benchmarks: {_shown(name)} is no benchmark name (expected its "
@@ -592,7 +597,7 @@ def _load_file(path: Path) -> Settings:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None)
-        said = f": {_clipped(Exception(problem))}" if problem and "twice" in problem else ""
+        said = f": {_clipped(problem)}" if problem and "twice" in problem else ""
         raise ConfigError(f"{path}: not valid YAML{where}{said}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid YAML: nested too deeply to read") from None
