@@ -25,6 +25,7 @@ from types import FrameType
 
 from perfgate.analysis.compare import Comparison, compare_runs
 from perfgate.errors import PerfgateError
+from perfgate.gate import store_root
 from perfgate.profilers.runner import measuring_command, measuring_env
 from perfgate.records import RunRecord, merge_processes, read_json, validate_run
 from perfgate.rules import Settings
@@ -154,7 +155,7 @@ def run_ab(
     if pairs < 2:
         raise AbError(f"an A/B run needs at least 2 pairs (got {pairs})")
     base_sha = resolve(repo_dir, ref)
-    head = current_commit(repo_dir)
+    head = current_commit(repo_dir, store=store_root(repo_dir, settings))
     top = repository_top(repo_dir)
     # The pytest arguments name paths relative to where the user stands in the checkout.
     where = Path.cwd().resolve()

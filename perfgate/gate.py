@@ -105,8 +105,9 @@ def gate_against_store(
             current_info=current_info,
             look=look,
         )
-        # Whether the tree is dirty costs a `git status`: asked only when it matters.
-        if nearest.candidate.sha == walk.head and not current_commit(lookup.repo_dir).dirty:
+        # Whether the tree is dirty costs a `git diff`: asked only when it matters.
+        at_head = nearest.candidate.sha == walk.head
+        if at_head and not current_commit(lookup.repo_dir, store=root).dirty:
             comparison.notes.append(
                 "the baseline was recorded from this very commit with a clean tree: any "
                 "difference comes from the environment, the inputs or the machine, not the code"
@@ -195,7 +196,7 @@ def record_baselines(
     than HEAD (its ``commit`` key) unless ``allow_other_commit``: a baseline is what its
     commit's code measured.
     """
-    commit = current_commit(repo_dir)
+    commit = current_commit(repo_dir, store=store_root(repo_dir, settings))
     if commit.dirty and not allow_dirty:
         raise PerfgateError(
             f"{repo_dir}: the working tree has uncommitted changes, so HEAD "

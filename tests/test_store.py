@@ -282,6 +282,30 @@ def test_changed_tracked_files_make_the_tree_dirty_but_untracked_ones_do_not(
     assert current_commit(hist.path).dirty is True
 
 
+def test_changes_in_the_baseline_store_leave_the_tree_clean(hist: History) -> None:
+    store = hist.path / "perf store"  # a space and no glob: taken literally
+    (store / "bench").mkdir(parents=True)
+    (store / "bench" / "b.json").write_text("{}\n")
+    hist.git.add("perf store")
+    hist.git.commit("-m", "store", env=git_env())
+    (store / "bench" / "b.json").write_text('{"changed": 1}\n')
+    assert current_commit(hist.path).dirty is True
+    assert current_commit(hist.path, store=store).dirty is False
+    # Asked from a subdirectory, the store is still found relative to the top of the tree.
+    (hist.path / "sub").mkdir()
+    assert current_commit(hist.path / "sub", store=store).dirty is False
+    (hist.path / "A.txt").write_text("changed\n")
+    assert current_commit(hist.path, store=store).dirty is True
+
+
+def test_a_change_staged_then_undone_leaves_what_is_measured_clean(hist: History) -> None:
+    original = (hist.path / "A.txt").read_bytes()
+    (hist.path / "A.txt").write_text("changed\n")
+    hist.git.add("A.txt")
+    (hist.path / "A.txt").write_bytes(original)  # the index differs from HEAD, the files not
+    assert current_commit(hist.path).dirty is False
+
+
 def test_outside_a_repository_the_error_says_so(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()

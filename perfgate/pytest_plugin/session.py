@@ -122,10 +122,11 @@ class PerfgateSession:
         return session
 
     def _commit_info(self) -> dict[str, Any]:
+        from perfgate.gate import store_root
         from perfgate.store.git import current_commit
 
         try:
-            info = current_commit(self.rootdir)
+            info = current_commit(self.rootdir, store=store_root(self.rootdir, self.settings))
         except PerfgateError:
             return {}
         return {"commit": info.sha, "branch": info.branch, "dirty": info.dirty}
