@@ -634,6 +634,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PerfgateError as exc:
         print(f"perfgate: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except MemoryError:
+        # Not a bug: the input outgrew this machine's memory (or the process's limit).
+        print(
+            "perfgate: error: out of memory: the input is too large for the memory this "
+            "process may use",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     except BrokenPipeError:
         # `perfgate inspect … | head` closed the pipe: not an error.
         sys.stderr.close()

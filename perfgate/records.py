@@ -435,11 +435,23 @@ def validate_results(value: object, where: str) -> ResultsDocument:
     return document
 
 
+# A results file of 100 benchmarks with their timelines is a few MB; a baseline tens of KB.
+MAX_JSON_BYTES = 256 * 2**20
+
+
 def read_json(path: Path, what: str) -> object:
     """The decoded JSON value of ``path`` (a ``what``: "baseline", "results file" …), or one
     error line: missing, unreadable, not UTF-8, not JSON, nested too deep."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            # Bounded: a device or a pipe (/dev/zero) may never end.
+            data = handle.read(MAX_JSON_BYTES + 1)
+        if len(data) > MAX_JSON_BYTES:
+            raise PerfgateError(
+                f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, which no {what} perfgate "
+                "writes is (expected a file that perfgate wrote)"
+            )
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise PerfgateError(f"{path}: no such {what}") from None
     except IsADirectoryError:

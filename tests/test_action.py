@@ -942,6 +942,32 @@ def test_a_cann_script_that_does_not_exist_is_an_input_error(tmp_path: Path) -> 
     assert "does not exist" in stdout
 
 
+def test_a_bug_in_a_step_is_one_error_annotation_and_status_2_not_a_bare_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
+
+    def broken() -> int:
+        raise KeyError("a bug")
+
+    status, stdout = runner.call(broken, tmp_path)
+    assert status == 2
+    assert stdout == (
+        "::error::perfgate: internal error: KeyError (a bug in perfgate; please report it with "
+        "the traceback in the step's log)\n"
+    )
+    assert "KeyError: 'a bug'" in capsys.readouterr().err
+
+    def too_big() -> int:
+        raise MemoryError
+
+    status, stdout = runner.call(too_big, tmp_path)
+    assert (status, stdout) == (
+        2,
+        "::error::perfgate: out of memory: the input is too large for this runner\n",
+    )
+
+
 def write_shard(root: Path, name: str, commit: str, runs: list[dict[str, Any]]) -> Path:
     shard = root / "shards" / f"perfgate-{name}"
     shard.mkdir(parents=True)

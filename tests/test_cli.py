@@ -136,6 +136,36 @@ def test_a_bug_is_exit_2_with_the_traceback_never_1_which_reads_as_a_regression(
     )
 
 
+def test_running_out_of_memory_is_an_error_line_not_a_bug_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import perfgate.cli
+
+    def too_big(args: object) -> int:
+        raise MemoryError
+
+    monkeypatch.setattr(perfgate.cli, "_cmd_inspect", too_big)
+    assert main(["inspect", str(LEVEL1)]) == 2
+    assert capsys.readouterr().err == (
+        "perfgate: error: out of memory: the input is too large for the memory this process "
+        "may use\n"
+    )
+
+
+def test_a_json_input_without_end_is_refused_at_the_size_cap(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import perfgate.records
+
+    # /dev/zero never ends: read whole, it took all memory (MemoryError after 3 GB here).
+    monkeypatch.setattr(perfgate.records, "MAX_JSON_BYTES", 1 << 20)
+    assert main(["report", "/dev/zero"]) == 2
+    assert capsys.readouterr().err == (
+        "perfgate: error: /dev/zero: larger than 1 MiB, which no results file perfgate writes "
+        "is (expected a file that perfgate wrote)\n"
+    )
+
+
 def test_bad_option_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as excinfo:
         main(["inspect", str(LEVEL1), "--format", "xml"])

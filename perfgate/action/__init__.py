@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -194,10 +195,22 @@ def overall_verdict(
 
 def run_main(main: Callable[[], int]) -> None:
     """Run a module's ``main`` and exit with its status; an :class:`ActionError` (or a
-    perfgate error, e.g. a bad configuration) becomes one ``::error::`` line and status 2."""
+    perfgate error, e.g. a bad configuration) becomes one ``::error::`` line and status 2, as
+    does a bug (after its traceback), never 1 nor a bare traceback."""
     try:
         status = main()
     except (ActionError, PerfgateError) as exc:
         annotate("error", f"perfgate: {exc}")
+        status = 2
+    except MemoryError:
+        annotate("error", "perfgate: out of memory: the input is too large for this runner")
+        status = 2
+    except Exception as exc:  # a bug: said as one annotation, the traceback in the log
+        traceback.print_exc()
+        annotate(
+            "error",
+            f"perfgate: internal error: {type(exc).__name__} (a bug in perfgate; please report "
+            "it with the traceback in the step's log)",
+        )
         status = 2
     sys.exit(status)
