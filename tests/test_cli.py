@@ -118,6 +118,20 @@ def test_unknown_layout_is_one_line_naming_the_path(
     assert err.count("\n") == 1
 
 
+def test_a_link_to_nothing_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "one").symlink_to(tmp_path / "two")
+    (tmp_path / "two").symlink_to(tmp_path / "one")  # a loop
+    (tmp_path / "gone").symlink_to(tmp_path / "profile-deleted")
+    for link in ("one", "gone"):
+        assert main(["inspect", str(tmp_path / link)]) == 2
+        assert capsys.readouterr().err == (
+            f"perfgate: error: {tmp_path / link}: a symbolic link to nothing (its target is "
+            "missing, or loops)\n"
+        )
+
+
 def test_a_bug_is_exit_2_with_the_traceback_never_1_which_reads_as_a_regression(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -83,6 +83,8 @@ def load_profile(path: str | Path) -> Profile:
     """
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():
+            raise ProfileError(path, "a symbolic link to nothing (its target is missing, or loops)")
         raise ProfileError(path, "no such file or directory")
     if path.is_file() and path.stat().st_size == 0:
         raise ProfileError(path, "file is empty")
