@@ -93,6 +93,21 @@ def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
     )
 
 
+def test_an_output_directory_that_cannot_be_made_is_a_usage_error_before_any_benchmark(
+    project: pytest.Pytester,
+) -> None:
+    (project.path / "out").write_text("a file, not a directory\n")
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-out=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # not 1 (read as a regression)
+    result.stderr.fnmatch_lines(
+        [
+            f"*perfgate: output directory {project.path / 'out'}: cannot be made (a file is "
+            "there); expected a directory perfgate may write in (--perfgate-out, or "
+            "perfgate_out in the ini)"
+        ]
+    )
+
+
 def test_a_bad_config_is_a_usage_error_naming_the_key(project: pytest.Pytester) -> None:
     (project.path / "perfgate.yaml").write_text("thresholds:\n  step_time: {max_increase: 5}\n")
     result = project.runpytest_subprocess("--perfgate")

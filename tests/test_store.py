@@ -18,6 +18,8 @@ import json
 import multiprocessing
 import os
 import shutil
+import stat
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ from perfgate.store import (
     validate_record,
     write_baseline,
 )
+from perfgate.store.atomic import atomic_write
 
 # ---------------------------------------------------------------------------------------------
 # A git repository with known commits
@@ -716,3 +719,32 @@ def test_prune_refuses_short_shas_and_keeping_nothing(tmp_path: Path) -> None:
         prune(tmp_path, 0, LINE)
     assert str(err.value) == "prune keep must be at least 1, got 0"
     assert len(remaining(tmp_path)) == 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing files
+
+
+def test_writing_through_a_symbolic_link_keeps_the_link(tmp_path: Path) -> None:
+    kept = tmp_path / "kept" / "results.json"
+    kept.parent.mkdir()
+    kept.write_text("old")
+    link = tmp_path / "results.json"
+    link.symlink_to(kept)
+    atomic_write(link, b"new")
+    assert link.is_symlink() and kept.read_bytes() == b"new"
+
+
+def test_writing_to_a_named_pipe_writes_into_it_and_leaves_the_pipe(tmp_path: Path) -> None:
+    # /dev/stdout or a FIFO: a rename would put a regular file where the pipe (or, run as
+    # root, the device) was; a FIFO stands in for the device, which a test cannot risk.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    atomic_write(pipe, b'{"verdict": "pass"}\n')
+    reader.join(timeout=10)
+    assert received == [b'{"verdict": "pass"}\n']
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left

@@ -70,6 +70,14 @@ class PerfgateSession:
         out_dir = Path(config.getoption("perfgate_out") or config.getini("perfgate_out"))
         if not out_dir.is_absolute():
             out_dir = rootdir / out_dir
+        try:  # now, not in the middle of the first benchmark (which would fail as a test)
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = "a file is there" if out_dir.exists() else exc.strerror or str(exc)
+            raise PerfgateError(
+                f"output directory {out_dir}: cannot be made ({why}); expected a directory "
+                "perfgate may write in (--perfgate-out, or perfgate_out in the ini)"
+            ) from None
         strict_option = config.getoption("perfgate_strict")
         profiler = (
             config.getoption("perfgate_profiler")
