@@ -19,7 +19,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+REGRESSIONS = ("host_copy", "slow_op", "idle_gap")
 REGRESSION = os.environ.get("PERFGATE_EXAMPLE_REGRESSION", "")
+if REGRESSION not in ("", *REGRESSIONS):
+    # A misspelt switch must not run the healthy models: the gate would pass and seem blind.
+    raise ValueError(
+        f"PERFGATE_EXAMPLE_REGRESSION={REGRESSION!r} is no regression of the examples "
+        f"(expected one of {', '.join(REGRESSIONS)}, or unset)"
+    )
 
 
 def _device() -> str:
