@@ -126,6 +126,47 @@ def test_tables_fit_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert any("<" in op["op_type"] and "…" not in op["op_type"] for op in document["operators"])
 
 
+SAMPLED = [Path(__file__).parent / "data" / "kineto" / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
+
+
+def _operator_table(width: int, *args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": str(width)},
+    )
+    lines = done.stdout.splitlines()
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith(("operators", "top operators"))
+    )
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("!", "advisor")))
+    return [line for line in lines[start + 1 : end] if line]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_the_compare_operator_table_fits_the_terminal(width: int) -> None:
+    # Template kernels of the HTA samples: names of 100+ characters, five columns of numbers.
+    table = _operator_table(width, "compare", *map(str, SAMPLED))
+    assert len(table) == 3 + 5  # two header lines, the rule, five operators
+    assert max(len(line) for line in table) <= width
+    header = " ".join(table[:2])
+    # What explains a change is always there; the rest goes when the room runs out.
+    for kept in ("op_type", "current", "Δ", "calls/step", "status"):
+        assert kept in header
+    assert ("core" in header) == (width >= 100)
+    assert ("of" in header.split()) == (width >= 120)
+    assert any("Memcpy HtoD (Pinned -> Device)" in line for line in table)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_inspect_operator_table_fits_the_terminal(width: int) -> None:
+    table = _operator_table(width, "inspect", str(SAMPLED[0]))
+    assert len(table) == 2 + 10 and max(len(line) for line in table) <= width
+    assert "category" in table[0]
+
+
 @pytest.mark.parametrize(
     ("share", "cell"),
     [

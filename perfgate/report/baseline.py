@@ -12,8 +12,7 @@ from perfgate.report.format import (
     format_ratio,
     format_time,
     format_value,
-    name_width,
-    short_names,
+    named_table,
 )
 
 
@@ -50,22 +49,19 @@ def render_baseline(record: BaselineRecord, top: int = 10) -> str:
     if operators:
         lines.append("")
         lines.append(
-            tabulate(
+            named_table(
+                [o["op_type"] for o in operators],
                 [
                     [
-                        name,
                         o["core"],
                         format_calls(o["calls_per_step"]),
                         format_time(o["time_per_step_us"]),
                         format_ratio(o["share"]),
                     ]
-                    for o, name in zip(
-                        operators,
-                        short_names([o["op_type"] for o in operators], name_width(60)),
-                        strict=True,
-                    )
+                    for o in operators
                 ],
-                headers=["op_type", "core", "calls/step", "time/step", "share"],
+                ["op_type", "core", "calls/step", "time/step", "share"],
+                right=("calls/step", "time/step", "share"),
             )
         )
     return "\n".join(lines) + "\n"

@@ -20,13 +20,14 @@ from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
 from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
 from perfgate.report.format import (
+    MARKDOWN_NAME_WIDTH,
     format_calls,
     format_change,
     format_ms,
     format_p,
     format_share,
     format_value,
-    name_width,
+    named_table,
     short_names,
 )
 from perfgate.verdict import MetricStatus, Verdict, worst
@@ -205,31 +206,22 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
     ]
 
 
-# Characters the other cells of an operator row take (times, calls, status, borders).
-_OPERATOR_OTHER_COLUMNS = 100
-
-
-def _operator_rows(c: Comparison, top: int, *, markdown: bool = False) -> list[list[str]]:
-    width = name_width(_OPERATOR_OTHER_COLUMNS, markdown=markdown)
+def _operator_cells(c: Comparison, top: int) -> tuple[list[str], list[list[str]]]:
+    """The names (in full) and the other cells of the operators a table lists."""
     operators = _changed_operators(c, top)
-    names = short_names([o.op_type for o in operators], width)
-    rows = []
-    for o, name in zip(operators, names, strict=True):
-        explained = format_share(o.share_of_step_delta)
-        rows.append(
-            [
-                name,
-                o.core,
-                format_ms(o.baseline_time_per_step_us),
-                format_ms(o.current_time_per_step_us),
-                format_ms(o.delta_us, signed=True),
-                explained,
-                f"{format_calls(o.baseline_calls_per_step)} → "
-                f"{format_calls(o.current_calls_per_step)}",
-                o.status + (" REGRESSION" if o.regression else ""),
-            ]
-        )
-    return rows
+    cells = [
+        [
+            o.core,
+            format_ms(o.baseline_time_per_step_us),
+            format_ms(o.current_time_per_step_us),
+            format_ms(o.delta_us, signed=True),
+            format_share(o.share_of_step_delta),
+            f"{format_calls(o.baseline_calls_per_step)} → {format_calls(o.current_calls_per_step)}",
+            o.status + (" REGRESSION" if o.regression else ""),
+        ]
+        for o in operators
+    ]
+    return [o.op_type for o in operators], cells
 
 
 _METRIC_HEADERS = ["metric", "baseline", "current", "change", "limit", "p", "status"]
@@ -243,6 +235,9 @@ _OPERATOR_HEADERS = [
     "calls/step",
     "status",
 ]
+# In a terminal the long headers take two lines, and on a narrow one these columns go first.
+_OPERATOR_TERMINAL_HEADERS = [h.replace(" ", "\n", 1) for h in _OPERATOR_HEADERS]
+_OPERATOR_OPTIONAL = ("of\nΔstep", "baseline\nms/step", "core")
 
 
 def _measured_line(c: Comparison) -> str | None:
@@ -313,12 +308,12 @@ def render_table(comparisons: Sequence[Comparison], top: int = 5) -> str:
                     disable_numparse=True,
                 )
             )
-        rows = _operator_rows(c, top)
-        if rows:
+        names, cells = _operator_cells(c, top)
+        if names:
             out.append("")
-            out.append(f"operators that changed most ({len(rows)} of {len(c.operators)}):")
+            out.append(f"operators that changed most ({len(names)} of {len(c.operators)}):")
             out.append(
-                tabulate(rows, headers=_OPERATOR_HEADERS, tablefmt="simple", disable_numparse=True)
+                named_table(names, cells, _OPERATOR_TERMINAL_HEADERS, optional=_OPERATOR_OPTIONAL)
             )
         for line in summary_lines(c):
             out.append(f"! {line}")
@@ -372,7 +367,11 @@ def render_markdown(comparisons: Sequence[Comparison], top: int = 5) -> str:
                 )
             )
             out.append("")
-        rows = _operator_rows(c, top, markdown=True)
+        names, cells = _operator_cells(c, top)
+        rows = [
+            [name, *row]
+            for name, row in zip(short_names(names, MARKDOWN_NAME_WIDTH), cells, strict=True)
+        ]
         if rows:
             out.append("<details><summary>Operators that changed most</summary>")
             out.append("")

@@ -186,11 +186,50 @@ def terminal_width(default: int = 120) -> int:
     return shutil.get_terminal_size((default, 24)).columns
 
 
-def name_width(other_columns: int, *, markdown: bool = False) -> int:
-    """How wide a name column may be next to ``other_columns`` characters of other cells."""
-    if markdown:
-        return 60
-    return max(24, terminal_width() - other_columns)
+MARKDOWN_NAME_WIDTH = 60  # a PR comment's table scrolls: names as long as this are read whole
+MIN_NAME_WIDTH = 24
+
+
+def named_table(
+    names: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    headers: Sequence[str],
+    *,
+    optional: Sequence[str] = (),
+    right: Sequence[str] = (),
+) -> str:
+    """A terminal table (tabulate's ``simple``) whose first column is ``names`` (operator
+    names, shortened by :func:`short_names`) and whose other columns are ``cells``, fitted
+    to :func:`terminal_width`: the names get the room the other columns leave, at least
+    :data:`MIN_NAME_WIDTH` characters, and where even that does not fit, the ``optional``
+    columns (by header) are left out, in their order. ``headers`` may span two lines; the
+    columns named in ``right`` are right-aligned (numbers)."""
+    from tabulate import tabulate
+
+    width = terminal_width()
+    kept = list(range(1, len(headers)))
+    droppable = [headers.index(h) for h in optional]
+    align = ["right" if h in right else "left" for h in headers]
+    while True:
+        others = tabulate(
+            [[row[i - 1] for i in kept] for row in cells],
+            headers=[headers[i] for i in kept],
+            tablefmt="simple",
+            disable_numparse=True,
+            colalign=[align[i] for i in kept],
+        )
+        room = width - 2 - max((len(line) for line in others.splitlines()), default=0)
+        if room >= MIN_NAME_WIDTH or not droppable:
+            break
+        kept.remove(droppable.pop(0))
+    shown = short_names(names, max(MIN_NAME_WIDTH, room))
+    return tabulate(
+        [[name, *(row[i - 1] for i in kept)] for name, row in zip(shown, cells, strict=True)],
+        headers=[headers[0], *(headers[i] for i in kept)],
+        tablefmt="simple",
+        disable_numparse=True,
+        colalign=[align[0], *(align[i] for i in kept)],
+    )
 
 
 def format_share(share: float | None) -> str:

@@ -24,10 +24,11 @@ from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import json_number
 from perfgate.report.advice import advice_block, advice_dict, advice_lines
 from perfgate.report.format import (
+    MARKDOWN_NAME_WIDTH,
     format_calls,
     format_ratio,
     format_time,
-    name_width,
+    named_table,
     short_names,
 )
 
@@ -349,20 +350,20 @@ def _breakdown_rows(analysis: RunAnalysis) -> list[list[str]]:
     return rows
 
 
-def _operator_rows(analysis: RunAnalysis, top: int, *, markdown: bool = False) -> list[list[str]]:
+def _operator_cells(analysis: RunAnalysis, top: int) -> tuple[list[str], list[list[str]]]:
+    """The names (in full) and the other cells of the top operators."""
     top_rows = analysis.operators.head(top).to_dict("records")
-    names = short_names([row["op_type"] for row in top_rows], name_width(60, markdown=markdown))
-    return [
+    cells = [
         [
-            name,
             row["core"],
             row["category"],
             format_calls(row["calls_per_step"]),
             format_time(row["time_per_step_us"]),
             format_ratio(row["share"]),
         ]
-        for row, name in zip(top_rows, names, strict=True)
+        for row in top_rows
     ]
+    return [row["op_type"] for row in top_rows], cells
 
 
 _METRIC_HEADERS = ["metric", "median", "mean", "min", "max", "n"]
@@ -396,12 +397,14 @@ def render_table(
     total = len(analysis.operators)
     if total:
         parts.append(f"top operators ({min(top, total)} of {total}, by device time per step)")
+        names, cells = _operator_cells(analysis, top)
         parts.append(
-            tabulate(
-                _operator_rows(analysis, top),
-                headers=_OPERATOR_HEADERS,
-                tablefmt="simple",
-                colalign=("left", "left", "left", "right", "right", "right"),
+            named_table(
+                names,
+                cells,
+                _OPERATOR_HEADERS,
+                optional=("category",),
+                right=("calls/step", "time/step", "share"),
             )
         )
     else:
@@ -434,9 +437,11 @@ def render_markdown(
             f"{len(analysis.operators)}, by device time per step)"
         )
         parts.append("")
+        names, cells = _operator_cells(analysis, top)
+        shown = short_names(names, MARKDOWN_NAME_WIDTH)
         parts.append(
             tabulate(
-                _operator_rows(analysis, top, markdown=True),
+                [[name, *row] for name, row in zip(shown, cells, strict=True)],
                 headers=_OPERATOR_HEADERS,
                 tablefmt="github",
             )
