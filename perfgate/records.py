@@ -448,8 +448,8 @@ def read_json(path: Path, what: str) -> object:
             data = handle.read(MAX_JSON_BYTES + 1)
         if len(data) > MAX_JSON_BYTES:
             raise PerfgateError(
-                f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, which no {what} perfgate "
-                "writes is (expected a file that perfgate wrote)"
+                f"{path}: over {MAX_JSON_BYTES >> 20} MiB; no {what} that perfgate writes is "
+                "that large (expected a file that perfgate wrote)"
             )
         text = data.decode("utf-8")
     except FileNotFoundError:

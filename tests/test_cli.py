@@ -175,8 +175,8 @@ def test_a_json_input_without_end_is_refused_at_the_size_cap(
     monkeypatch.setattr(perfgate.records, "MAX_JSON_BYTES", 1 << 20)
     assert main(["report", "/dev/zero"]) == 2
     assert capsys.readouterr().err == (
-        "perfgate: error: /dev/zero: larger than 1 MiB, which no results file perfgate writes "
-        "is (expected a file that perfgate wrote)\n"
+        "perfgate: error: /dev/zero: over 1 MiB; no results file that perfgate writes is that "
+        "large (expected a file that perfgate wrote)\n"
     )
 
 
