@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -444,8 +446,11 @@ def read_json(path: Path, what: str) -> object:
     error line: missing, unreadable, not UTF-8, not JSON, nested too deep."""
     try:
         with path.open("rb") as handle:
-            # Bounded: a device or a pipe (/dev/zero) may never end.
-            data = handle.read(MAX_JSON_BYTES + 1)
+            info = os.fstat(handle.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_JSON_BYTES:
+                data = handle.read()
+            else:  # a device or a pipe (/dev/zero) may never end: no more than the cap
+                data = handle.read(MAX_JSON_BYTES + 1)
         if len(data) > MAX_JSON_BYTES:
             raise PerfgateError(
                 f"{path}: over {MAX_JSON_BYTES >> 20} MiB; no {what} that perfgate writes is "

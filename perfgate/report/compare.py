@@ -235,9 +235,15 @@ _OPERATOR_HEADERS = [
     "calls/step",
     "status",
 ]
+
+
 # In a terminal the long headers take two lines, and on a narrow one these columns go first.
-_OPERATOR_TERMINAL_HEADERS = [h.replace(" ", "\n", 1) for h in _OPERATOR_HEADERS]
-_OPERATOR_OPTIONAL = ("of\nΔstep", "baseline\nms/step", "core")
+def _two_lines(header: str) -> str:
+    return header.replace(" ", "\n", 1)
+
+
+_OPERATOR_TERMINAL_HEADERS = [_two_lines(h) for h in _OPERATOR_HEADERS]
+_OPERATOR_OPTIONAL = tuple(_two_lines(h) for h in ("of Δstep", "baseline ms/step", "core"))
 
 
 def _measured_line(c: Comparison) -> str | None:

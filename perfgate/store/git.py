@@ -197,8 +197,9 @@ def _dirty(repo: Any, store: Path | None) -> bool:
     """Whether tracked files (staged or not) differ from HEAD, the ``store`` left out."""
     pathspec = []
     top = Path(str(repo.working_tree_dir)).resolve()
-    if store is not None and store.resolve().is_relative_to(top):
-        inside = store.resolve().relative_to(top).as_posix()
+    where = store.resolve() if store is not None else None
+    if where is not None and where.is_relative_to(top):
+        inside = where.relative_to(top).as_posix()
         if inside != ".":
             # Only a pathspec that excludes: git takes it as "everything but".
             pathspec = ["--", f":(top,exclude,literal){inside}"]
