@@ -90,3 +90,18 @@ def test_a_utilization_drop_is_explained_by_what_is_not_compute() -> None:
         explained = line.split("; explained by ")[1].split("; per step: ")[0]
         assert explained.startswith("aten::to [cpu] +"), (benchmark, explained)
         assert "ConvolutionBackward0" not in explained and "aten::detach" not in explained
+
+
+@pytest.mark.parametrize("render", ["table", "markdown"])
+def test_an_unstable_metrics_reasons_are_told_once(render: str) -> None:
+    from perfgate.report.compare import render_markdown, render_table
+
+    document = json.loads((RECORDS / "host_copy.results.json").read_text())
+    comparisons = [BenchmarkResult.from_dict(run).comparison for run in document["runs"]]
+    text = (render_table if render == "table" else render_markdown)(
+        [c for c in comparisons if c is not None]
+    )
+    # Both real unstable step times of this file: the noise clause once each (it was
+    # printed twice, in the summary line and again as a note below it).
+    for change in ("+15.3% is past the +5% limit", "+36.5% is past the +5% limit"):
+        assert text.count(change) == 1

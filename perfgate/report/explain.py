@@ -233,10 +233,12 @@ def summary_lines(c: Comparison) -> list[str]:
 
 
 def reason_lines(c: Comparison) -> list[str]:
-    """Each distinct reason once, with the gated metrics it applies to."""
+    """Each distinct reason once, with the gated metrics it applies to. An unstable
+    metric's reasons are left out: its line in :func:`summary_lines`, which every report
+    shows beside these, already gives them."""
     by_reason: dict[str, list[str]] = {}
     for m in c.metrics:
-        if m.gated:
+        if m.gated and m.status is not MetricStatus.UNSTABLE:
             for reason in metric_reasons(m):
                 by_reason.setdefault(reason, []).append(m.name)
     return [f"{reason} ({', '.join(names)})" for reason, names in by_reason.items()]
