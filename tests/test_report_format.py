@@ -193,3 +193,26 @@ def test_a_p_value_that_underflowed_is_not_shown_as_zero() -> None:
     assert format_p(0.0016) == "0.0016" and p_clause(0.0016) == "p=0.0016"
     assert format_p(1.4e-112) == "1.4e-112"
     assert format_p(None) == p_clause(None)[2:]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_wide_names_are_cut_and_aligned_by_terminal_columns(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    from perfgate.report.format import display_width, named_table
+
+    # record_function labels are the user's words: a CJK label takes two columns a character.
+    names = ["数据加载与预处理：图像解码、随机裁剪、归一化、拷贝到设备", "前向计算", "aten::linear"]
+    cells = [["12.500", "1", "changed"], ["3.000", "2", "new"], ["1.000", "4", "changed"]]
+    monkeypatch.setenv("COLUMNS", str(width))
+    lines = named_table(names, cells, ["op_type", "ms/step", "calls", "status"]).splitlines()
+    assert max(map(display_width, lines)) <= width
+    # Each number column starts at the same terminal column on every row.
+    starts = {
+        display_width(line[: line.index(cell)])
+        for line, cell in zip(lines[2:], ("12.500", "3.000", "1.000"))
+    }
+    assert len(starts) == 1
+    assert lines[3].startswith("前向计算 ")
+    assert "…" in lines[2] and lines[2].startswith("数据加载")
+    assert display_width(short_name(names[0], 21)) <= 21

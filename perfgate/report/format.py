@@ -114,19 +114,46 @@ def _drop_nested(name: str, opening: str, closing: str) -> str:
     return "".join(out)
 
 
+def display_width(text: str) -> int:
+    """The terminal columns ``text`` takes: two for a wide (CJK) character, none for a
+    combining one, as tabulate counts them when it aligns the columns."""
+    from wcwidth import wcswidth
+
+    columns = wcswidth(text)
+    return columns if columns >= 0 else len(text)  # a control character: count characters
+
+
+def _head(text: str, columns: int) -> str:
+    """The longest start of ``text`` that takes at most ``columns`` terminal columns."""
+    from wcwidth import wcwidth
+
+    taken = 0
+    for i, char in enumerate(text):
+        taken += max(wcwidth(char), 0)
+        if taken > columns:
+            return text[:i]
+    return text
+
+
+def _tail(text: str, columns: int) -> str:
+    """The longest end of ``text`` that takes at most ``columns`` terminal columns."""
+    return _head(text[::-1], columns)[::-1]
+
+
 def short_name(name: str, width: int = 60) -> str:
-    """An operator or kernel name that fits a table cell: template argument lists and
-    parameter lists folded (``void at::native::vectorized_elementwise_kernel<4, …>(int, …)``
-    → ``void at::native::vectorized_elementwise_kernel<…>(…)``), as HTA does, then cut in
-    the middle. JSON keeps the full name."""
+    """An operator or kernel name that fits a table cell of ``width`` terminal columns:
+    template argument lists and parameter lists folded
+    (``void at::native::vectorized_elementwise_kernel<4, …>(int, …)`` →
+    ``void at::native::vectorized_elementwise_kernel<…>(…)``), as HTA does, then cut in the
+    middle. JSON keeps the full name."""
     text = " ".join(str(name).split())
-    if len(text) > width:
+    if display_width(text) > width:
         text = _drop_nested(_drop_nested(text, "<", ">"), "(", ")")
-    if len(text) <= width:
+    if display_width(text) <= width:
         return text
     head = (width - 1) * 2 // 3
     tail = width - 1 - head
-    return text[:head] + "…" + text[-tail:]
+    return _head(text, head) + "…" + _tail(text, tail)
 
 
 def short_names(names: Sequence[str], width: int = 60) -> list[str]:
@@ -163,7 +190,9 @@ def _common_prefix(a: str, b: str) -> int:
 def _cut_around(text: str, at: int, width: int) -> str:
     """``text`` in ``width`` characters with the character at ``at`` kept: its start, the
     part around ``at`` and its end, joined by ellipses where something is left out."""
-    if len(text) <= width or width < 8:  # too narrow for three parts: one middle cut
+    if display_width(text) <= width or width < 8:  # too narrow for three parts: one cut
+        return short_name(text, width)
+    if display_width(text) != len(text):  # wide characters: one middle cut, by columns
         return short_name(text, width)
     head = tail = (width - 2) // 3
     middle = width - 2 - head - tail
@@ -218,7 +247,7 @@ def named_table(
             disable_numparse=True,
             colalign=[align[i] for i in kept],
         )
-        room = width - 2 - max((len(line) for line in others.splitlines()), default=0)
+        room = width - 2 - max(map(display_width, others.splitlines()), default=0)
         if room >= MIN_NAME_WIDTH or not droppable:
             break
         kept.remove(droppable.pop(0))
