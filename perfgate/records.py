@@ -362,9 +362,45 @@ def _check_rounds(run: RunRecord, where: str) -> None:
             )
         for column in _LABEL_COLUMNS:
             _check_labels(table.get(column), f"{key}.{column}", where)
+        for column, values in table.items():
+            _check_measures(values, f"{key}.{column}", where)
     timing = run.get("timing")
     if timing is not None and "step_time_us" not in timing:
         raise PerfgateError(f"{where}: key 'timing.step_time_us' is missing")
+    if timing is not None:
+        # The gated step times are measured by a clock: a null there is damage, and a
+        # metric left without values would pass unjudged.
+        for index, value in enumerate(timing["step_time_us"]):
+            if value is None:
+                raise PerfgateError(
+                    f"{where}: key 'timing.step_time_us.{index}' is null (expected the "
+                    "round's measured step time in µs)"
+                )
+
+
+# What a measured column can hold: times (µs) are ≥ 0 and below ~116 days, a step takes
+# time, ratios are ≥ 0 (above 1 only where a profiler's own breakdown overshoots its step).
+_LONGEST_US = 1e13
+
+
+def _check_measures(values: list[Any], key: str, where: str) -> None:
+    column = key.rsplit(".", 1)[-1]
+    if column.endswith("_us"):
+        low, expected = 0.0, "a time in µs, from 0"
+        if column == "step_time_us":
+            expected = "a step time in µs, above 0"
+    elif column.endswith("_ratio") or column == "utilization":
+        low, expected = 0.0, "a ratio from 0"
+    else:
+        return
+    for index, value in enumerate(values):
+        if value is None:
+            continue
+        if column.endswith("_us") and value > _LONGEST_US:
+            expected = "a time in µs, below 1e13 (116 days)"
+        elif not (value < low or (column == "step_time_us" and value == 0)):
+            continue
+        raise PerfgateError(f"{where}: key '{key}.{index}' is {value!r} (expected {expected})")
 
 
 # Columns that label steps rather than measure them: whole numbers, rounds and processes

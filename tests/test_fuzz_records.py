@@ -385,3 +385,31 @@ def test_a_lone_surrogate_in_a_results_file_is_one_line_and_nothing_recorded(
     document["runs"][0]["parameters"]["note"] = "\ud83d\ude00"
     _write(results, document)
     assert main([*update, "--allow-other-commit"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "expected"),
+    [
+        # Each of these made `perfgate compare` pass the step time unjudged (n/a), exit 0.
+        ("timing.step_time_us", None, "is null (expected the round's measured step time"),
+        ("timing.step_time_us", 0.0, "expected a step time in µs, above 0"),
+        ("timing.step_time_us", -34122.0, "expected a step time in µs, above 0"),
+        # Decided a verdict on a time of 10^300 µs, or a utilization of -100%.
+        ("timing.step_time_us", 1e300, "expected a time in µs, below 1e13 (116 days)"),
+        ("samples.utilization", -1.0, "expected a ratio from 0"),
+        ("samples.copy_us", -5.0, "expected a time in µs, from 0"),
+    ],
+)
+def test_impossible_measures_in_a_results_file_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], column: str, values: Any, expected: str
+) -> None:
+    document = json.loads(RESULTS.read_text(encoding="utf-8"))
+    table, key = column.split(".")
+    run = document["runs"][0]
+    run[table][key] = [values] * len(run[table][key])
+    damaged = tmp_path / "results.json"
+    _write(damaged, document)
+    assert main(["compare", str(RESULTS), str(damaged), "--format", "json"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"perfgate: error: {damaged}: runs[0]: key '{column}.0' is ")
+    assert expected in line

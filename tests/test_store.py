@@ -443,7 +443,7 @@ def own_sha(writer: int) -> str:
 
 
 def concurrent_record(sha: str, writer: int, write: int) -> dict[str, Any]:
-    samples = [writer * 1000 + write + k / 8 for k in range(5000)]
+    samples = [1 + writer * 1000 + write + k / 8 for k in range(5000)]  # a step takes time
     return record(sha=sha, writer=writer, write=write, samples={"step_time_us": samples})
 
 
