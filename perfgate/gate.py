@@ -17,7 +17,7 @@ from perfgate.analysis.compare import Comparison, Look, compare_runs, gated_valu
 from perfgate.errors import PerfgateError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
 from perfgate.rules import Rules, Settings
-from perfgate.store.baselines import history, stored_envs, write_baseline
+from perfgate.store.baselines import history, prepare_baseline, stored_envs, write_prepared
 from perfgate.store.git import Walk, baseline_walk, current_commit
 from perfgate.verdict import Verdict
 
@@ -213,7 +213,7 @@ def record_baselines(
             )
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     root = store_root(repo_dir, settings)
-    paths = []
+    prepared = []
     for record in records:
         # Only what a baseline is made of: a results-file run also carries its verdict,
         # comparison and timings, and a file may carry anything else besides.
@@ -230,7 +230,22 @@ def record_baselines(
             "dirty": commit.dirty,
             **{k: v for k, v in run.items() if k in BASELINE_CONTENT and k not in _NAMES},
         }
-        paths.append(write_baseline(root, baseline))
+        prepared.append(prepare_baseline(root, baseline))
+    # Every baseline checked before the first is written; a write that still fails (a full
+    # disk) says which were written before it.
+    paths: list[Path] = []
+    for path, data in prepared:
+        try:
+            paths.append(write_prepared(path, data))
+        except PerfgateError as exc:
+            if not paths:
+                raise
+            told = str(exc).removesuffix("; nothing was written")
+            written = ", ".join(str(p) for p in paths)
+            raise PerfgateError(
+                f"{told}; it and the baselines after it were not written, those before it "
+                f"were: {written}"
+            ) from None
     return paths
 
 

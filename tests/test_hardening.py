@@ -629,3 +629,75 @@ def test_json_documents_are_strict_json_whatever_the_numbers() -> None:
     document = {"change": float("nan"), "rows": [1.5, float("inf"), (float("-inf"), 2)], "n": 3}
     text = json.dumps(finite_json(document), allow_nan=False)
     assert json.loads(text) == {"change": None, "rows": [1.5, None, [None, 2]], "n": 3}
+
+
+def _poison(path: Path, kind: str) -> str:
+    """Put ``kind`` where the baseline file ``path`` belongs; what the error must say."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "directory":
+        path.mkdir()
+        return "is a directory"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "is no regular file (a FIFO, socket or device)"
+    if kind == "dangling link":
+        path.symlink_to(path.parent / "gone.json")
+        return "is a symbolic link to nothing"
+    path.symlink_to(path)  # a link to itself: ELOOP
+    return "is a symbolic link to nothing"
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link", "looping link"])
+def test_a_baseline_that_is_no_file_is_an_error_not_no_baseline(
+    repo: Path, tmp_path: Path, cli: Cli, kind: str
+) -> None:
+    # Each of these made the gate answer NO-BASELINE, exit 0 (a FIFO, or a loop: a traceback).
+    head = git(repo, "rev-parse", "HEAD")
+    where = repo / "baselines" / "b" / "e" / f"{head}.json"
+    said = _poison(where, kind)
+    current = results_file(tmp_path / "current.json", [run_record()])
+    status, out, err = cli("compare", str(current), "--repo", str(repo))
+    assert (status, out) == (2, "")
+    assert err.startswith(f"perfgate: error: {where}: {said}")
+    status, _, err = cli("baseline", "list", "--repo", str(repo))
+    assert status == 2 and str(where) in err
+    # Nor is anything written there (a FIFO blocked the update; a link was written through).
+    status, _, err = cli("baseline", "update", "--from", str(current), "--repo", str(repo))
+    assert status == 2 and "nothing was written" in err
+
+
+def test_a_file_where_the_store_has_a_directory_is_an_error(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    env = repo / "baselines" / "b" / "e"
+    env.parent.mkdir(parents=True)
+    env.write_text("not a directory")
+    current = results_file(tmp_path / "current.json", [run_record()])
+    status, _, err = cli("compare", str(current), "--repo", str(repo))
+    assert status == 2
+    assert err.startswith(f"perfgate: error: {env}: is a file (expected a directory")
+
+
+def test_a_baseline_link_is_not_written_through(repo: Path, tmp_path: Path, cli: Cli) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    where = repo / "baselines" / "b" / "e" / f"{head}.json"
+    where.parent.mkdir(parents=True)
+    where.symlink_to(outside)
+    source = results_file(tmp_path / "results.json", [run_record()], commit=head)
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2 and err.startswith(f"perfgate: error: {where}: is a symbolic link")
+    assert outside.read_text() == "keep me"
+
+
+def test_a_baseline_update_checks_every_target_before_writing_one(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "baselines" / "z" / "e" / f"{head}.json").mkdir(parents=True)
+    runs = [run_record("a"), run_record("z")]
+    source = results_file(tmp_path / "results.json", runs, commit=head)
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2 and "nothing was written" in err
+    assert not (repo / "baselines" / "a").exists()  # it was written before the refusal

@@ -95,6 +95,12 @@ def write_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> Path:
     never half of one. Concurrent writers of different commits never touch each other's
     files; of the same commit, the last rename wins. An existing file is replaced.
     """
+    return write_prepared(*prepare_baseline(root, record))
+
+
+def prepare_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> tuple[Path, bytes]:
+    """Where ``record`` goes and its bytes, every check done and nothing written: a caller
+    writing several baselines checks them all before the first is written."""
     checked = validate_record(record, "baseline record")
     path = baseline_path(root, checked["benchmark"], checked["env"], str(checked.get("commit")))
     data = _dumps(record).encode("utf-8")
@@ -104,6 +110,25 @@ def write_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> Path:
             f"than a baseline may hold ({_size(MAX_BASELINE_BYTES)}); the largest part is "
             f"{_largest_part(record)} (measure fewer steps or rounds); nothing was written"
         )
+    # Only a regular file is replaced: writing through a link could overwrite a file outside
+    # the store, and a FIFO would block the write.
+    kind = None
+    if path.is_symlink():
+        kind = "a symbolic link"
+    elif path.is_dir():
+        kind = "a directory"
+    elif path.exists() and not path.is_file():
+        kind = "no regular file (a FIFO, socket or device)"
+    if kind is not None:
+        raise PerfgateError(
+            f"{path}: is {kind} (expected a baseline JSON file or nothing there; remove it); "
+            "nothing was written"
+        )
+    return path, data
+
+
+def write_prepared(path: Path, data: bytes) -> Path:
+    """Write what :func:`prepare_baseline` made (atomically, see :func:`write_baseline`)."""
     try:
         atomic_write(path, data, mode=0o644)  # baselines are shared, readable files
     except OSError as exc:
@@ -206,17 +231,45 @@ def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
     files named by a full sha (``files``), or directories with a safe name."""
     try:
         entries = list(os.scandir(directory))
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         return []
+    except NotADirectoryError:
+        # A file where the layout has a directory: its baselines would silently be "none".
+        raise PerfgateError(
+            f"{directory}: is a file (expected a directory of the baseline store: "
+            "BENCHMARK/ENV/COMMIT.json)"
+        ) from None
+    except OSError as exc:
+        raise PerfgateError(f"{directory}: cannot be listed ({exc.strerror})") from None
     found = []
     for entry in entries:
         if files:
             stem, dot, suffix = entry.name.rpartition(".")
-            if dot and suffix == "json" and _FULL_SHA.fullmatch(stem) and entry.is_file():
-                found.append((stem, Path(entry.path)))
+            if dot and suffix == "json" and _FULL_SHA.fullmatch(stem):
+                found.append((stem, _baseline_file(entry)))
         elif is_safe_name(entry.name) and entry.is_dir():
             found.append((entry.name, Path(entry.path)))
     return found
+
+
+def _baseline_file(entry: os.DirEntry[str]) -> Path:
+    """The path of a store entry named like a baseline, which must be a regular file: a
+    directory, a FIFO or a broken link there is damage, not a missing baseline (the gate
+    would pass as "no baseline" without a word, or block reading a FIFO)."""
+    try:
+        regular = entry.is_file()
+        kind = "a directory" if entry.is_dir() else None
+    except OSError:  # a symlink that loops
+        regular, kind = False, None
+    if not regular:
+        if kind is None:
+            kind = (
+                "a symbolic link to nothing (its target is missing, or loops)"
+                if entry.is_symlink()
+                else "no regular file (a FIFO, socket or device)"
+            )
+        raise PerfgateError(f"{entry.path}: is {kind} (expected a baseline JSON file)")
+    return Path(entry.path)
 
 
 def _layout_files(root: Path) -> list[tuple[str, str, str, Path]]:
