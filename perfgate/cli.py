@@ -611,10 +611,12 @@ def _write(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
+    from perfgate.store.atomic import atomic_write
+
     target = Path(output)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        # Whole or not at all: a full disk must not leave half a report over a good one.
+        atomic_write(target, text.encode("utf-8"))
     except OSError as exc:
         raise PerfgateError(f"{target}: cannot write the report: {exc.strerror}") from None
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -701,3 +702,47 @@ def test_a_baseline_update_checks_every_target_before_writing_one(
     status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
     assert status == 2 and "nothing was written" in err
     assert not (repo / "baselines" / "a").exists()  # it was written before the refusal
+
+
+def test_a_fifo_named_profiler_info_is_passed_over_not_waited_on(tmp_path: Path) -> None:
+    source = Path(__file__).parent / "data" / "torch_npu" / "ascend-msinsight"
+    profile = tmp_path / "pytorch_text_level1_rank0_ascend_pt"
+    shutil.copytree(source / profile.name, profile)
+    (profile / "profiler_info_0.json").unlink()
+    os.mkfifo(profile / "profiler_info_0.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,  # it used to wait for a writer forever
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metrics"]["step_time_us"]["median"] > 0
+
+
+def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path: Path) -> None:
+    results = Path(__file__).parent / "data" / "records" / "host_copy.results.json"
+    page = tmp_path / "report.html"
+    page.write_text("the good report of yesterday")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfgate",
+            "report",
+            str(results),
+            "--format",
+            "html",
+            "-o",
+            str(page),
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: limited_writes(4096),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"perfgate: error: {page}: cannot write the report: File too large\n"
+    assert page.read_text() == "the good report of yesterday"  # was 4096 bytes of a new one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]

@@ -473,7 +473,12 @@ def _one_window_tasks(tasks: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.Data
 
 
 def _profiler_info_path(rank_dir: Path) -> Path | None:
-    infos = sorted(p for p in rank_dir.glob("profiler_info*.json") if _PROFILER_INFO.match(p.name))
+    # Regular files only: a FIFO of that name would block the reading.
+    infos = sorted(
+        p
+        for p in rank_dir.glob("profiler_info*.json")
+        if _PROFILER_INFO.match(p.name) and p.is_file()
+    )
     return infos[0] if infos else None
 
 
