@@ -350,17 +350,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     document = load_results_file(Path(args.results))
     # Every comparison is rebuilt (and so checked) before anything is written.
-    comparisons = [
-        comparison_from_dict(dict(comparison), args.results, f"runs.{index}.comparison.")
+    rebuilt = {
+        index: comparison_from_dict(dict(comparison), args.results, f"runs.{index}.comparison.")
         for index, run in enumerate(document["runs"])
         if isinstance(comparison := run.get("comparison"), dict)
-    ]
+    }
+    comparisons = list(rebuilt.values())
     if args.format == "html":
         from perfgate.report.html import render_results_html
         from perfgate.verdict import Verdict, exit_status
 
+        if not document["runs"]:
+            raise PerfgateError(f"{args.results}: holds no runs (no benchmark was measured)")
         _write(render_results_html(document), args.output)
-        verdicts = [Verdict(run["verdict"]) for run in document["runs"] if run.get("verdict")]
+        # The same exit status as the other formats: a run's verdict, else its comparison's.
+        verdicts = [
+            Verdict(run["verdict"]) if run.get("verdict") else rebuilt[index].verdict
+            for index, run in enumerate(document["runs"])
+            if run.get("verdict") or index in rebuilt
+        ]
         return exit_status(verdicts, strict=bool(args.strict))
     if not comparisons:
         raise PerfgateError(

@@ -497,3 +497,27 @@ def test_an_msprof_export_with_empty_task_tables_says_what_is_unknown(
     assert all(row["free_us"] is None for row in doc["per_step"])
     assert not any(hint["rule"] in ("idle_gaps", "low_utilization") for hint in doc["advice"])
     assert any("no device tasks for rank(s) 0" in note for note in doc["notes"])
+
+
+HOST_COPY = Path(__file__).parent / "data" / "records" / "host_copy.results.json"
+
+
+@pytest.mark.parametrize("form", ["table", "md", "json", "html"])
+def test_report_exits_alike_in_every_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    # A real regression whose runs lack the optional "verdict": the HTML page exited 0.
+    document = json.loads(HOST_COPY.read_text(encoding="utf-8"))
+    for run in document["runs"]:
+        del run["verdict"]
+    no_verdicts = tmp_path / "no-verdicts.json"
+    no_verdicts.write_text(json.dumps(document))
+    out = tmp_path / f"report.{form}"
+    assert main(["report", str(no_verdicts), "--format", form, "-o", str(out)]) == 1
+    # No runs at all: an error (the HTML page exited 0 with an empty page).
+    document["runs"] = []
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(["report", str(empty), "--format", form, "-o", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"perfgate: error: {empty}: holds no ")
