@@ -558,6 +558,7 @@ def test_matrix_example_shards_upload_distinct_artifacts_and_one_job_merges_and_
         (["pass"], 1, ERROR),  # pytest failed, but not for a benchmark
         (["pass"], 5, ERROR),
         (None, 0, ERROR),  # no results file
+        ([], 0, ERROR),  # results of nothing (merged empty shards passed)
     ],
 )
 def test_overall_verdict_from_exit_code_and_run_verdicts(
@@ -1021,6 +1022,17 @@ def test_merge_refuses_shards_of_different_commits_or_a_benchmark_run_twice(
     status, stdout = runner.call(main, tmp_path, PERFGATE_MERGE="nowhere/*.json")
     assert status == 2
     assert "merge: no results files match 'nowhere/*.json'" in stdout
+    status, stdout = runner.call(main, tmp_path, PERFGATE_MERGE="'shards/*")  # was a traceback
+    assert status == 2
+    assert 'merge: cannot split "\'shards/*" into patterns (No closing quotation)' in stdout
+
+
+def test_merging_shards_that_measured_nothing_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    write_shard(tmp_path, "empty", "a" * 40, [])
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    runner.step("run_benchmarks", tmp_path, PERFGATE_MERGE="shards/*/results.json")
+    assert runner.outputs()["verdict"] == "error"
+    assert "holds no benchmark runs: nothing was measured" in runner.summary.read_text()
 
 
 # --------------------------------------------------------------------------- the PR comment

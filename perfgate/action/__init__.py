@@ -173,10 +173,11 @@ def overall_verdict(
 ) -> str:
     """One verdict for the job from pytest's exit code and the results' run verdicts.
 
-    ``error`` when the run did not complete (an exit code other than 0 or 1, no results, a
-    run whose verdict is ``error`` or unknown, or exit 1 with no failing verdict to explain
-    it); else ``regression`` when a run's verdict fails the build (:func:`perfgate.verdict.fails`:
-    a regression, or with ``strict`` an undecided verdict); else ``pass``.
+    ``error`` when the run did not complete (an exit code other than 0 or 1, no results or
+    results of no run, a run whose verdict is ``error`` or unknown, or exit 1 with no
+    failing verdict to explain it); else ``regression`` when a run's verdict fails the
+    build (:func:`perfgate.verdict.fails`: a regression, or with ``strict`` an undecided
+    verdict); else ``pass``.
     """
     if runs is None or exit_code not in (PYTEST_OK, PYTEST_FAILED):
         return ERROR
@@ -184,6 +185,8 @@ def overall_verdict(
         verdicts = [parse_verdict(run.get("verdict"), "verdict") for run in runs]
     except ValueError:
         return ERROR
+    if not verdicts:
+        return ERROR  # nothing was measured: a gate that judged nothing must not pass
     if Verdict.ERROR in verdicts:
         return ERROR
     if any(fails(v, strict) for v in verdicts):

@@ -113,6 +113,8 @@ def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Pat
     if exit_code not in (0, 1):
         meaning = PYTEST_EXIT_MEANINGS.get(exit_code, "failed")
         return f"pytest exited with {exit_code} ({meaning}); see the job log"
+    if runs == []:
+        return f"{results} holds no benchmark runs: nothing was measured, so nothing was gated"
     if runs is None:
         return (
             f"no perfgate results were written to {results}: are there benchmarks, and is "
@@ -127,7 +129,11 @@ def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Pat
 def expand(patterns: str) -> list[Path]:
     """The files that whitespace-separated glob patterns match, sorted, each once."""
     found: dict[str, None] = {}
-    for pattern in shlex.split(patterns):
+    try:
+        words = shlex.split(patterns)
+    except ValueError as exc:  # an unclosed quote
+        raise ActionError(f"merge: cannot split {patterns!r} into patterns ({exc})") from None
+    for pattern in words:
         for match in sorted(glob.glob(pattern, recursive=True)):
             found.setdefault(match)
     if not found:
