@@ -746,3 +746,18 @@ def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path: Path
     assert done.stderr == f"perfgate: error: {page}: cannot write the report: File too large\n"
     assert page.read_text() == "the good report of yesterday"  # was 4096 bytes of a new one
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name that is no UTF-8: Linux")
+def test_a_profile_under_a_directory_name_that_is_no_utf8_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pyarrow takes paths as text: it raised UnicodeEncodeError ("internal error", exit 2).
+    source = Path(__file__).parent / "data" / "torch_npu" / "ascend-msinsight"
+    profile = tmp_path / "n\udcff" / "pytorch_text_level1_rank0_ascend_pt"
+    shutil.copytree(source / profile.name, profile)
+    assert main(["inspect", str(profile), "--format", "json"]) == 0
+    read = json.loads(capsys.readouterr().out)
+    assert main(["inspect", str(source / profile.name), "--format", "json"]) == 0
+    original = json.loads(capsys.readouterr().out)
+    assert read["metrics"] == original["metrics"]

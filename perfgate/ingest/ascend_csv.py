@@ -315,6 +315,8 @@ def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> 
             break
         except (pa.ArrowException, OSError):
             continue
+        except UnicodeEncodeError:
+            return None  # a path that is no UTF-8 (pyarrow takes text): pandas reads it
     if table is None:
         return None
     columns: dict[str, pd.Series] = {}
