@@ -1645,3 +1645,44 @@ def test_ab_mode_on_a_pull_request_measures_against_the_merge_base(
         FAKE_EXIT="0",
     )
     assert not any(a.startswith("--perfgate-ab") for a in json.loads(record.read_text())["argv"])
+
+
+class OddGitHub(FakeGitHub):
+    """A GitHub API (or a proxy before it) whose answers have another shape."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def route(self, method: str, path: str, body: Any, token: str) -> tuple[int, Any]:
+        if "/comments" in path and method == "GET" and self.answer == "comment without id":
+            return 200, [{"body": MARKER, "user": {"login": TOKENS[token][0]}}]
+        if "/comments" in path and method == "POST" and self.answer == "a list":
+            return 201, []
+        return super().route(method, path, body, token)
+
+
+@pytest.mark.parametrize("answer", ["comment without id", "a list"])
+def test_an_odd_api_answer_costs_the_comment_not_the_job(tmp_path: Path, answer: str) -> None:
+    # Each was a traceback and exit 2 (KeyError 'id'; AttributeError on the list).
+    with OddGitHub(answer) as api:
+        runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+        status, stdout = comment_step(runner, api, "pass", "all good")
+    assert status == 0, stdout
+    if answer == "comment without id":
+        assert "::warning::perfgate: could not write the PR comment: the GitHub API " in stdout
+    else:
+        assert "created the PR comment" in stdout
+
+
+def test_odd_event_payloads_are_one_line_or_ignored(tmp_path: Path, api: FakeGitHub) -> None:
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    event = pr_event()
+    event["pull_request"]["head"] = "faster-attention"  # a string: was AttributeError
+    runner.event_path.write_text(json.dumps(event))
+    status, stdout = comment_step(runner, api, "pass", "all good")
+    assert status == 0 and "created the PR comment" in stdout
+    runner.event_path.write_bytes(b"\xff\xfe{}")  # not UTF-8: was UnicodeDecodeError
+    status, stdout = comment_step(runner, api, "pass", "all good")
+    assert status == 2
+    assert f"GITHUB_EVENT_PATH={runner.event_path}: not valid JSON (not UTF-8 text)" in stdout

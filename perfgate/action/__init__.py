@@ -123,6 +123,10 @@ def load_event() -> dict[str, Any]:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ActionError(f"GITHUB_EVENT_PATH={path}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ActionError(f"GITHUB_EVENT_PATH={path}: not valid JSON (not UTF-8 text)") from None
+    except OSError as exc:
+        raise ActionError(f"GITHUB_EVENT_PATH={path}: cannot be read ({exc.strerror})") from None
     return event if isinstance(event, dict) else {}
 
 

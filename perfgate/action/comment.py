@@ -164,9 +164,12 @@ def main() -> int:
     summary_path = env_input("PERFGATE_SUMMARY_PATH")
     report = ""
     if summary_path and Path(summary_path).is_file():
-        report = Path(summary_path).read_text(encoding="utf-8")
-    pull = event.get("pull_request") or {}
-    commit = str((pull.get("head") or {}).get("sha") or os.environ.get("GITHUB_SHA", ""))
+        # perfgate wrote it as UTF-8; a damaged byte must not cost the comment.
+        report = Path(summary_path).read_text(encoding="utf-8", errors="replace")
+    pull = event.get("pull_request")
+    head = pull.get("head") if isinstance(pull, dict) else None
+    sha = head.get("sha") if isinstance(head, dict) else None
+    commit = str(sha or os.environ.get("GITHUB_SHA", ""))
     server, run_id = (
         env_input("GITHUB_SERVER_URL", "https://github.com"),
         env_input("GITHUB_RUN_ID"),
@@ -206,7 +209,15 @@ def main() -> int:
     except (urllib.error.URLError, OSError) as exc:
         annotate("warning", f"perfgate: could not reach the GitHub API: {exc}")
         return 0
-    url = str(result.get("html_url") or "")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # A proxy's HTML page, or JSON of another shape: the comment is lost, not the job.
+        annotate(
+            "warning",
+            "perfgate: could not write the PR comment: the GitHub API answered something "
+            f"unexpected ({type(exc).__name__}: {exc})"[:500],
+        )
+        return 0
+    url = str(result.get("html_url") or "") if isinstance(result, dict) else ""
     print(f"perfgate: {action} the PR comment {url}".rstrip())
     set_output("comment-url", url)
     return 0
