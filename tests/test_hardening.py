@@ -761,3 +761,49 @@ def test_a_profile_under_a_directory_name_that_is_no_utf8_reads(
     assert main(["inspect", str(source / profile.name), "--format", "json"]) == 0
     original = json.loads(capsys.readouterr().out)
     assert read["metrics"] == original["metrics"]
+
+
+LEVEL1 = Path(__file__).parent / "data" / "torch_npu" / "ascend-msinsight"
+LEVEL1 = LEVEL1 / "pytorch_text_level1_rank0_ascend_pt"
+
+
+def _with_step_trace(tmp_path: Path, edit: Any) -> Path:
+    profile = tmp_path / LEVEL1.name
+    shutil.copytree(LEVEL1, profile)
+    table = profile / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    header, row = table.read_text().splitlines()
+    table.write_text("\n".join(edit(header.split(","), row.split(","))) + "\n")
+    return profile
+
+
+def test_a_preparing_cell_of_na_is_taken_as_0_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def na_preparing(header: list[str], row: list[str]) -> list[str]:
+        row[header.index("Preparing")] = "N/A"
+        return [",".join(header), ",".join(row)]
+
+    profile = _with_step_trace(tmp_path, na_preparing)
+    assert main(["inspect", str(profile), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    # Computing + Communication(Not Overlapped) + Free of the real row, as the column's
+    # absence gives; before, the step silently became its tasks' span, with no note.
+    step = document["metrics"]["step_time_us"]["median"]
+    assert step == pytest.approx(8873.756 + 101963.203 + 25744.05, abs=1e-3)
+    assert any(
+        "Preparing is N/A or empty in 1 of 1 row(s): taken as 0" in n for n in document["notes"]
+    )
+
+
+def test_a_column_named_twice_is_refused_not_guessed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def computing_twice(header: list[str], row: list[str]) -> list[str]:
+        return [",".join([*header, "Computing"]), ",".join([*row, "99999"])]
+
+    profile = _with_step_trace(tmp_path, computing_twice)
+    # The first column was read, the second ignored; which one is right, nobody can tell.
+    assert main(["inspect", str(profile)]) == 2
+    err = capsys.readouterr().err
+    assert "step_trace_time.csv" in err and "'Computing'" in err
+    assert "the header names this column 2 times (columns 2, 11)" in err

@@ -191,6 +191,16 @@ def read_csv_columns(
             column=missing[0].header,
             expected=f"{what} with columns {wanted}",
         )
+    for column in found:
+        places = [i + 1 for i, cell in enumerate(header) if cell == column.header]
+        if len(places) > 1:  # which of them holds the numbers? Reading the first was a guess
+            raise ProfileError(
+                path,
+                f"the header names this column {len(places)} times (columns "
+                f"{', '.join(map(str, places))})",
+                column=column.header,
+                expected=f"{what} with each column once",
+            )
     wanted_headers = {c.header for c in found}
     numeric = {c.header for c in found if c.kind in ("float", "int")}
     required = {c.header for c in found if c.kind in ("float", "int") and c.value_required}
@@ -597,9 +607,18 @@ def breakdown_columns() -> list[CsvColumn]:
 
 
 def fill_missing_preparing(steps: pd.DataFrame, path: Path) -> list[str]:
-    """Add ``preparing_us = 0`` when the file predates the Preparing column; returns a note."""
+    """Add ``preparing_us = 0`` when the file predates the Preparing column, or where its
+    cell is ``N/A`` or empty (as the column's absence, not a reason to drop the step's
+    breakdown and measure the step by its tasks' span instead); returns a note."""
     if "preparing_us" in steps.columns:
-        return []
+        unknown = steps["preparing_us"].isna()
+        if not unknown.any():
+            return []
+        steps.loc[unknown, "preparing_us"] = 0.0
+        return [
+            f"{path.name}: Preparing is N/A or empty in {int(unknown.sum())} of {len(steps)} "
+            "row(s): taken as 0"
+        ]
     steps["preparing_us"] = 0.0
     return [f"{path.name} has no Preparing column (older version): preparing_us taken as 0"]
 
