@@ -807,3 +807,22 @@ def test_a_column_named_twice_is_refused_not_guessed(
     err = capsys.readouterr().err
     assert "step_trace_time.csv" in err and "'Computing'" in err
     assert "the header names this column 2 times (columns 2, 11)" in err
+
+
+def test_a_kernel_details_csv_cut_mid_row_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = tmp_path / LEVEL1.name
+    shutil.copytree(LEVEL1, profile)
+    table = profile / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    table.write_bytes(table.read_bytes()[:20000])  # a profiler killed while writing
+    # It was read as 19 of 34 operators, exit 0, without a word.
+    assert main(["inspect", str(profile)]) == 2
+    assert capsys.readouterr().err == (
+        f"perfgate: error: {table}: its last line has 42 of the header's 46 cells and no line "
+        "break: the file looks truncated (expected a torch_npu kernel_details.csv)\n"
+    )
+    # Cut at a line break, it is a shorter file, read as such.
+    text = table.read_bytes()
+    table.write_bytes(text[: text.rindex(b"\n") + 1])
+    assert main(["inspect", str(profile)]) == 0

@@ -16,6 +16,7 @@ file, the column and the row.
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,30 @@ def _header_cells(path: Path) -> list[str]:
     return first
 
 
+def _check_last_line(path: Path, cells: int, what: str) -> None:
+    """Refuse a file cut in the middle of its last row (a profiler killed while writing): a
+    last line without a line break and with fewer cells than the header. Read as it is,
+    its missing cells would be missing values, and the file's operators silently fewer."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+    except OSError:
+        return  # the reading names it
+    if not tail or tail.endswith((b"\n", b"\r")) or b"\n" not in tail:
+        return  # complete, or the header alone, or a last line too long to judge
+    last = tail.rsplit(b"\n", 1)[1].decode("utf-8", "replace")
+    found = len(next(csv.reader([last]), []))
+    if found < cells:
+        raise ProfileError(
+            path,
+            f"its last line has {found} of the header's {cells} cells and no line break: "
+            "the file looks truncated",
+            expected=what,
+        )
+
+
 def read_csv_columns(
     path: Path,
     columns: Sequence[CsvColumn],
@@ -237,6 +262,8 @@ def read_csv_columns(
     clock = clock if clock is not None else TimeBase()
     for column in found:
         out[column.canonical] = _convert(path, raw[column.header], column, clock, categorical)
+    # After the cells' own checks, which name the column a cut left empty.
+    _check_last_line(path, len(written), what)
     headers = {c.canonical: c.header for c in found}
     if "device_id" in headers:
         headers["rank"] = headers["device_id"]
