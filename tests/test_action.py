@@ -1686,3 +1686,16 @@ def test_odd_event_payloads_are_one_line_or_ignored(tmp_path: Path, api: FakeGit
     status, stdout = comment_step(runner, api, "pass", "all good")
     assert status == 2
     assert f"GITHUB_EVENT_PATH={runner.event_path}: not valid JSON (not UTF-8 text)" in stdout
+
+
+def test_an_output_dir_below_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "report.json").write_text("{}")
+    runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
+    done = runner.step(
+        "run_benchmarks", tmp_path, PERFGATE_OUTPUT_DIR=str(tmp_path / "report.json" / "out")
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr  # was NotADirectoryError
+    assert f"output-dir {tmp_path / 'report.json' / 'out'}: cannot be used (Not a directory)" in (
+        done.stdout + done.stderr
+    )

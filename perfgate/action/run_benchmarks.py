@@ -184,7 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Self-hosted runners keep their workspace: a report left by an earlier run must not
     # pass for this one's.
     for stale in (results, summary, out_dir / HTML_REPORT):
-        stale.unlink(missing_ok=True)
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError as exc:  # e.g. a file where the output directory should be
+            raise ActionError(
+                f"output-dir {out_dir}: cannot be used ({exc.strerror}); name a directory"
+            ) from None
     cwd = Path.cwd()
     remember_default_branch(cwd, load_event())
 
