@@ -419,12 +419,16 @@ def _benchmark_envs(root: Path, benchmark: str, env: str | None) -> list[str]:
     baselines of ``benchmark`` (an error when there is none)."""
     from perfgate.store.baselines import stored_envs
 
-    if env:
-        return [env]
     envs = stored_envs(root, benchmark)
     if not envs:
         raise PerfgateError(f"{root}: no baselines of benchmark {benchmark!r}")
-    return envs
+    if env and env not in envs:
+        # An empty answer would read as "no history"; a misspelt env is the likelier cause.
+        raise PerfgateError(
+            f"{root}: no baselines of benchmark {benchmark!r} on env {env!r} "
+            f"(its baselines are on: {', '.join(envs)})"
+        )
+    return [env] if env else envs
 
 
 def _cmd_baseline_show(args: argparse.Namespace) -> int:

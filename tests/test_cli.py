@@ -467,6 +467,12 @@ def test_baseline_show_history_and_prune_follow_the_main_line(
     rows = history.splitlines()[3:6]
     assert [line.split()[0] for line in rows] == [s[:12] for s in shas[::-1]]
     assert "note: 3 baseline(s): change points need 4 or more" in history
+    # A misspelt env: one line naming the envs there are (it was an empty table, exit 0).
+    assert main(["history", "resnet", "--env", "ascend910b-x8", "--repo", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith(
+        "no baselines of benchmark 'resnet' on env 'ascend910b-x8' (its baselines are on: "
+        "ascend910b-x1)\n"
+    )
 
     assert main(["baseline", "prune", "--keep", "1", "--dry-run", "--repo", str(tmp_path)]) == 0
     assert "would remove 2 baseline(s)" in capsys.readouterr().out
