@@ -535,7 +535,9 @@ def _check_ids(
         )
         if missing.any() or bad.any():
             at = _first(missing | bad)
-            problem = "no value" if missing[at] else f"holds {cells.iloc[at]!r}"
+            cell = cells.iloc[at]
+            cell = cell.item() if isinstance(cell, np.generic) else cell  # not np.float64(…)
+            problem = "no value" if missing[at] else f"holds {cell!r}"
             raise where.error(at, column, problem, "an integer id within the int64 range")
 
 

@@ -476,3 +476,23 @@ def test_a_directory_without_an_export_is_refused(tmp_path: Path) -> None:
     assert not ascend_db.detect(tmp_path)
     with pytest.raises(ProfileError, match="not an msprof / torch_npu SQLite export"):
         ascend_db.read(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("cell", "said"),
+    [
+        (None, "row 1 has no value (NULL)"),
+        (1.5, "row 1 holds 1.5"),
+        (b"\x00" * 4, "row 1 holds a 4-byte blob"),
+    ],
+)
+def test_a_bad_task_time_is_told_as_sqlite_holds_it(
+    writable_msprof: tuple[Path, sqlite3.Connection], cell: object, said: str
+) -> None:
+    path, conn = writable_msprof
+    conn.execute("UPDATE TASK SET endNs = ? WHERE rowid = 1", (cell,))
+    conn.commit()
+    with pytest.raises(ProfileError) as error:
+        load_profile(path)
+    # Was "row 1 holds np.float64(nan)" for the NULL.
+    assert f"column 'TASK.endNs': {said} (expected integer nanoseconds" in str(error.value)

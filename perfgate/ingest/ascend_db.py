@@ -733,10 +733,15 @@ def _ns(
         at = int(np.flatnonzero(bad.to_numpy())[0])
         row = int(rows.iloc[at]) if rows is not None else at + 1
         value = values.iloc[at]
-        shown = repr(value) if not isinstance(value, bytes) else f"a {len(value)}-byte blob"
+        if isinstance(value, bytes):
+            problem = f"holds a {len(value)}-byte blob"
+        elif value is None or (isinstance(value, float) and np.isnan(value)):
+            problem = "has no value (NULL)"
+        else:  # as SQLite holds it, not as numpy names it (np.float64(…))
+            problem = f"holds {value.item() if isinstance(value, np.generic) else value!r}"
         raise ProfileError(
             db,
-            f"row {row} holds {shown}",
+            f"row {row} {problem}",
             column=column,
             expected="integer nanoseconds of a real clock (at most 2**62)"
             if limit == _MAX_NS
