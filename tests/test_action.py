@@ -1645,6 +1645,25 @@ def test_ab_mode_on_a_pull_request_measures_against_the_merge_base(
         FAKE_EXIT="0",
     )
     assert not any(a.startswith("--perfgate-ab") for a in json.loads(record.read_text())["argv"])
+    # Nor is a manual run; it says so (it fell back to the stored baselines in silence).
+    manual = Runner(tmp_path / "manual", "workflow_dispatch", {}, "refs/heads/main")
+    done = manual.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_MODE="ab",
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(record),
+        FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", "pass")])),
+        FAKE_SUMMARY="",
+        FAKE_EXIT="0",
+    )
+    assert "::notice::perfgate: mode 'ab' measures a pull request against its merge-base; " in (
+        done.stdout
+    )
+    assert "this 'workflow_dispatch' run has none" in done.stdout
+    assert not any(a.startswith("--perfgate-ab") for a in json.loads(record.read_text())["argv"])
 
 
 class OddGitHub(FakeGitHub):
@@ -1682,6 +1701,10 @@ def test_odd_event_payloads_are_one_line_or_ignored(tmp_path: Path, api: FakeGit
     runner.event_path.write_text(json.dumps(event))
     status, stdout = comment_step(runner, api, "pass", "all good")
     assert status == 0 and "created the PR comment" in stdout
+    runner.event_path.unlink()  # a pull_request run without its payload: was silent
+    status, stdout = comment_step(runner, api, "pass", "all good")
+    assert status == 0
+    assert "::warning::perfgate: a 'pull_request' run, but its event payload" in stdout
     runner.event_path.write_bytes(b"\xff\xfe{}")  # not UTF-8: was UnicodeDecodeError
     status, stdout = comment_step(runner, api, "pass", "all good")
     assert status == 2

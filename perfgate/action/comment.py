@@ -153,6 +153,15 @@ def main() -> int:
     mode = choice_input("PERFGATE_COMMENT", ("always", "quiet", "never"), "always")
     event = load_event()
     number = pull_request_number(event)
+    event_name = os.environ.get("GITHUB_EVENT_NAME", "")
+    if mode != "never" and number is None and event_name.startswith("pull_request"):
+        # A pull request whose payload holds no number: the comment is lost, say so.
+        annotate(
+            "warning",
+            f"perfgate: a '{event_name}' run, but its event payload (GITHUB_EVENT_PATH) names "
+            "no pull request: no PR comment",
+        )
+        return 0
     if mode == "never" or number is None:
         print(f"perfgate: no PR comment ({'disabled' if mode == 'never' else 'not a PR'})")
         return 0

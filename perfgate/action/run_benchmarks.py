@@ -216,6 +216,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             base = ab_base(cwd, event)
             print(f"perfgate: A/B against the merge-base {base[:12]}", flush=True)
             pytest_args = f"{pytest_args} --perfgate-ab={base}"
+        elif mode == "ab" and os.environ.get("GITHUB_EVENT_NAME") != "push":
+            # (A push records baselines, as it should; any other event deserves a word.)
+            event_name = os.environ.get("GITHUB_EVENT_NAME") or "unknown"
+            annotate(
+                "notice",
+                f"perfgate: mode 'ab' measures a pull request against its merge-base; this "
+                f"'{event_name}' run has none, so it is compared with the stored baselines",
+            )
         command, results, summary = pytest_command(
             args.python,
             pytest_args,
