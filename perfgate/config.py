@@ -523,6 +523,11 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
     """Read ``path``, else ``perfgate.yaml`` / ``[tool.perfgate]`` under ``root``, else defaults."""
     if path is not None:
         file = Path(path)
+        if file.is_dir():
+            raise ConfigError(
+                f"{file}: is a directory (expected a configuration file: perfgate.yaml, or a "
+                "pyproject.toml with [tool.perfgate])"
+            )
         if not file.is_file():
             raise ConfigError(f"{file}: configuration file not found")
         return _load_file(file)

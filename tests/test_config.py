@@ -260,3 +260,11 @@ def test_long_benchmark_names_and_aliases_of_a_few_values_are_fine(tmp_path: Pat
     settings = load_settings(path)
     for key in (name, "bert", "7"):
         assert settings.benchmarks[key].metrics["step_time"].threshold.value == 0.02
+
+
+def test_a_directory_given_as_the_configuration_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings(tmp_path)
+    assert str(error.value).startswith(f"{tmp_path}: is a directory (expected a configuration")
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_settings(tmp_path / "perfgate.yaml")
