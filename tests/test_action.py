@@ -1613,52 +1613,33 @@ def test_ab_mode_on_a_pull_request_measures_against_the_merge_base(
     (checkout / "model.py").write_text("v2\n")
     git(checkout, "commit", "--quiet", "-am", "v2")
     record = tmp_path / "record.json"
+
+    def ab_run(runner: Runner, verdict: str, summary: str = "") -> subprocess.CompletedProcess[str]:
+        return runner.step(
+            "run_benchmarks",
+            checkout,
+            "--python",
+            str(fake_python),
+            PERFGATE_MODE="ab",
+            PERFGATE_CANN_ENV="none",
+            FAKE_RECORD=str(record),
+            FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", verdict)])),
+            FAKE_SUMMARY=summary,
+            FAKE_EXIT="0",
+        )
+
     runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
-    done = runner.step(
-        "run_benchmarks",
-        checkout,
-        "--python",
-        str(fake_python),
-        PERFGATE_MODE="ab",
-        PERFGATE_CANN_ENV="none",
-        FAKE_RECORD=str(record),
-        FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", "pass")])),
-        FAKE_SUMMARY="### perfgate: pass\n",
-        FAKE_EXIT="0",
-    )
+    done = ab_run(runner, "pass", "### perfgate: pass\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"perfgate: A/B against the merge-base {base[:12]}" in done.stdout
     argv = json.loads(record.read_text())["argv"]
     assert argv[:4] == ["-m", "pytest", "--perfgate", f"--perfgate-ab={base}"]
     # A push is never an A/B run: it records the stored baselines.
-    push = Runner(tmp_path / "push", "push", push_event(base), "refs/heads/main")
-    push.step(
-        "run_benchmarks",
-        checkout,
-        "--python",
-        str(fake_python),
-        PERFGATE_MODE="ab",
-        PERFGATE_CANN_ENV="none",
-        FAKE_RECORD=str(record),
-        FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", "recorded")])),
-        FAKE_SUMMARY="",
-        FAKE_EXIT="0",
-    )
+    ab_run(Runner(tmp_path / "push", "push", push_event(base), "refs/heads/main"), "recorded")
     assert not any(a.startswith("--perfgate-ab") for a in json.loads(record.read_text())["argv"])
     # Nor is a manual run; it says so (it fell back to the stored baselines in silence).
     manual = Runner(tmp_path / "manual", "workflow_dispatch", {}, "refs/heads/main")
-    done = manual.step(
-        "run_benchmarks",
-        checkout,
-        "--python",
-        str(fake_python),
-        PERFGATE_MODE="ab",
-        PERFGATE_CANN_ENV="none",
-        FAKE_RECORD=str(record),
-        FAKE_RESULTS=json.dumps(results_doc(None, [run_of("resnet50_train", "pass")])),
-        FAKE_SUMMARY="",
-        FAKE_EXIT="0",
-    )
+    done = ab_run(manual, "pass")
     assert "::notice::perfgate: mode 'ab' measures a pull request against its merge-base; " in (
         done.stdout
     )
