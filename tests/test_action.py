@@ -1035,6 +1035,18 @@ def test_merging_shards_that_measured_nothing_is_an_error_not_a_pass(tmp_path: P
     assert "holds no benchmark runs: nothing was measured" in runner.summary.read_text()
 
 
+def test_merged_runs_without_a_verdict_are_named(tmp_path: Path) -> None:
+    run = run_of("resnet50_train", "pass")
+    del run["verdict"]  # another tool's shard
+    write_shard(tmp_path, "other", "a" * 40, [run])
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    runner.step("run_benchmarks", tmp_path, PERFGATE_MERGE="shards/*/results.json")
+    assert runner.outputs()["verdict"] == "error"
+    summary = runner.summary.read_text()
+    # It said "pytest reported failed tests", where pytest never ran.
+    assert "runs without a known verdict in " in summary and "`resnet50_train`" in summary
+
+
 # --------------------------------------------------------------------------- the PR comment
 
 

@@ -44,6 +44,7 @@ from perfgate.action import (
 )
 from perfgate.action.merge_results import merge_files
 from perfgate.report import markdown as md
+from perfgate.verdict import Verdict
 
 STANDARD_CANN_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
 HTML_REPORT = "report.html"  # in the output directory, uploaded with the artifact
@@ -123,6 +124,10 @@ def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Pat
     errored = [str(run.get("benchmark")) for run in runs if run.get("verdict") == ERROR]
     if errored:
         return "benchmarks that could not be measured: " + ", ".join(map(md.code, errored))
+    known = {v.value for v in Verdict}
+    unjudged = [str(run.get("benchmark")) for run in runs if run.get("verdict") not in known]
+    if unjudged:  # e.g. merged shards written by another tool or version
+        return f"runs without a known verdict in {results}: " + ", ".join(map(md.code, unjudged))
     return "pytest reported failed tests, but no benchmark regressed; see the job log"
 
 
