@@ -826,3 +826,18 @@ def test_a_kernel_details_csv_cut_mid_row_is_refused(
     text = table.read_bytes()
     table.write_bytes(text[: text.rindex(b"\n") + 1])
     assert main(["inspect", str(profile)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [("5", "number"), ('{"a": 1}', "object"), ("null", "null")]
+)
+def test_trace_events_that_are_no_array_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, kind: str
+) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(f'{{"schemaVersion": 1, "traceEvents": {value}}}')
+    # It read "holds no task or step events", as if the array were empty.
+    assert main(["inspect", str(trace)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"perfgate: error: {trace}: its 'traceEvents' holds a JSON {kind}, not an array of events"
+    )

@@ -715,8 +715,18 @@ def _read_layout(path: Path) -> tuple[Literal["object", "array"], dict[str, Any]
     """
     builder = ijson.ObjectBuilder()
     top_level: str | None = None
+    header: dict[str, Any] | None = None
     with _guarded(path) as handle:
         for prefix, event, value in ijson.parse(handle):
+            if header is not None:  # the value of traceEvents begins
+                if event != "start_array":
+                    kind = "object" if event == "start_map" else event
+                    raise ProfileError(
+                        path,
+                        f"its 'traceEvents' holds a JSON {kind}, not an array of events",
+                        expected=_TRACE_EXPECTED,
+                    )
+                return "object", header
             if prefix == "" and top_level is None:
                 top_level = event
                 if event == "start_array":
@@ -728,8 +738,9 @@ def _read_layout(path: Path) -> tuple[Literal["object", "array"], dict[str, Any]
                         expected=_TRACE_EXPECTED,
                     )
             if prefix == "" and event == "map_key" and value == "traceEvents":
-                header = builder.value
-                return "object", dict(header) if isinstance(header, dict) else {}
+                built = builder.value
+                header = dict(built) if isinstance(built, dict) else {}
+                continue
             builder.event(event, value)
     if top_level is None:
         raise ProfileError(path, "file is empty", expected=_TRACE_EXPECTED)
