@@ -409,9 +409,19 @@ def _cmd_baseline_list(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no baselines under {root}")
         return EXIT_OK
-    rows = [[e.benchmark, e.env, e.sha[:12], e.created or "", str(e.path)] for e in entries]
+    rows = [
+        [e.benchmark, e.env, e.sha[:12], "DAMAGED" if e.problem else e.created or "", str(e.path)]
+        for e in entries
+    ]
     print(tabulate(rows, headers=["benchmark", "env", "commit", "created", "path"]))
-    return EXIT_OK
+    damaged = [e for e in entries if e.problem]
+    if not damaged:
+        return EXIT_OK
+    # The listing goes on past a damaged file (it is how one finds them), but the store is
+    # not sound: the gate would stop at that file, so the exit code says so.
+    for entry in damaged:
+        print(f"perfgate: error: {entry.problem}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _benchmark_envs(root: Path, benchmark: str, env: str | None) -> list[str]:

@@ -527,3 +527,26 @@ def test_report_exits_alike_in_every_format(
     capsys.readouterr()
     assert main(["report", str(empty), "--format", form, "-o", str(out)]) == 2
     assert capsys.readouterr().err.startswith(f"perfgate: error: {empty}: holds no ")
+
+
+def test_baseline_list_shows_the_store_past_a_damaged_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo_dir = tmp_path / "repo"
+    repo = _git_repo(repo_dir)
+    (repo_dir / "model.py").write_text("v1\n")
+    repo.index.add(["model.py"])
+    sha = repo.index.commit("model v1").hexsha
+    for benchmark in ("bert", "resnet"):
+        update = ["baseline", "update", "--from", str(LEVEL1), "--benchmark", benchmark]
+        assert main([*update, "--env", "npu", "--repo", str(repo_dir)]) == 0
+    damaged = repo_dir / "baselines" / "bert" / "npu" / f"{sha}.json"
+    damaged.write_text(damaged.read_text()[:100])
+    capsys.readouterr()
+    # It stopped at the damaged file, so the listing could not show the rest of the store.
+    assert main(["baseline", "list", "--repo", str(repo_dir)]) == 2
+    out, err = capsys.readouterr()
+    assert f"bert         npu    {sha[:12]}  DAMAGED" in out
+    assert f"resnet       npu    {sha[:12]}  20" in out
+    assert err.startswith(f"perfgate: error: {damaged}: ")
+    assert len(err.splitlines()) == 1

@@ -748,3 +748,20 @@ def test_writing_to_a_named_pipe_writes_into_it_and_leaves_the_pipe(tmp_path: Pa
     assert received == [b'{"verdict": "pass"}\n']
     assert stat.S_ISFIFO(pipe.stat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left
+
+
+def test_list_baselines_names_a_damaged_file_among_the_others(tmp_path: Path) -> None:
+    write_baseline(tmp_path, record("resnet", "cpu", SHA1))
+    write_baseline(tmp_path, record("resnet", "cpu", SHA2))
+    damaged = tmp_path / "resnet" / "cpu" / f"{SHA2}.json"
+    damaged.write_text(damaged.read_text()[:40])
+    moved = tmp_path / "bert" / "cpu" / f"{SHA1}.json"
+    moved.parent.mkdir(parents=True)
+    moved.write_text((tmp_path / "resnet" / "cpu" / f"{SHA1}.json").read_text())
+    # One damaged file made the whole listing an error; now each entry says what it is.
+    entries = {(e.benchmark, e.sha): e for e in list_baselines(tmp_path)}
+    assert entries["resnet", SHA1].problem is None
+    assert str(entries["resnet", SHA2].problem).startswith(f"{damaged}: not valid JSON")
+    assert entries["bert", SHA1].problem == (
+        f"{moved}: key 'benchmark' is 'resnet' but the file's place says 'bert'"
+    )

@@ -49,13 +49,18 @@ class FoundBaseline:
 
 @dataclass(frozen=True)
 class BaselineEntry:
-    """One baseline file in a listing; ``created`` is the record's ``created`` key, if any."""
+    """One baseline file in a listing; ``created`` is the record's ``created`` key, if any.
+
+    ``problem`` says why a file could not be read as the baseline its place names (``None``
+    when it could): a listing shows the damaged file among the others instead of stopping.
+    """
 
     benchmark: str
     env: str
     sha: str
     path: Path
     created: str | None
+    problem: str | None = None
 
 
 def baseline_path(root: Path, benchmark: str, env: str, sha: str) -> Path:
@@ -290,11 +295,16 @@ def list_baselines(root: Path) -> list[BaselineEntry]:
     """Every baseline under ``root``, sorted by benchmark, env, then ``created``.
 
     ``created`` values are compared as text, which orders ISO 8601 times correctly when they
-    share one UTC offset; entries without one come first. Every file is read and validated.
+    share one UTC offset; entries without one come first. Every file is read and validated;
+    one that fails is listed with its ``problem``.
     """
     entries = []
     for benchmark, env, sha, path in _layout_files(root):
-        record = _read_at(path, benchmark, env, sha)
+        try:
+            record = _read_at(path, benchmark, env, sha)
+        except StoreError as exc:
+            entries.append(BaselineEntry(benchmark, env, sha, path, None, str(exc)))
+            continue
         entries.append(BaselineEntry(benchmark, env, sha, path, record.get("created")))
     entries.sort(key=lambda e: (e.benchmark, e.env, e.created is not None, e.created or "", e.sha))
     return entries
