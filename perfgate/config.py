@@ -587,6 +587,17 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _yaml_problem(problem: str) -> str:
+    """PyYAML's account of a syntax error, shortened; a tag it has no constructor for (the
+    safe loader takes none of ``!!python/…`` or custom tags) said in YAML's own spelling."""
+    tag = re.fullmatch(r"could not determine a constructor for the tag '(.*)'", problem)
+    if tag:
+        name = re.sub(r"^tag:yaml\.org,2002:", "!!", tag.group(1))
+        clipped = _clipped(name, 60)
+        return f"the tag '{clipped}' is not taken (plain values only; quote it to keep text)"
+    return _clipped(problem)
+
+
 def _load_file(path: Path) -> Settings:
     if path.suffix == ".toml":
         section = _tool_section(path)
@@ -602,7 +613,7 @@ def _load_file(path: Path) -> Settings:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None)
-        said = f": {_clipped(problem)}" if problem and "twice" in problem else ""
+        said = f": {_yaml_problem(problem)}" if problem else ""
         raise ConfigError(f"{path}: not valid YAML{where}{said}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid YAML: nested too deeply to read") from None
