@@ -841,3 +841,30 @@ def test_trace_events_that_are_no_array_say_so(
     assert capsys.readouterr().err.startswith(
         f"perfgate: error: {trace}: its 'traceEvents' holds a JSON {kind}, not an array of events"
     )
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize(
+    "trace", ["kineto/sampled_rank-0.json.gz", "ascend_timeline/trace_view.json"]
+)
+def test_a_trace_after_a_utf8_byte_order_mark_reads_as_without(
+    tmp_path: Path, trace: str, gzipped: bool
+) -> None:
+    import gzip
+
+    import pandas as pd
+
+    from perfgate.ingest import load_profile
+
+    original = DATA / trace
+    text = (
+        gzip.decompress(original.read_bytes()) if trace.endswith(".gz") else original.read_bytes()
+    )
+    marked = b"\xef\xbb\xbf" + text
+    copy = tmp_path / "trace.json"
+    copy.write_bytes(gzip.compress(marked) if gzipped else marked)
+    # It was recognised as a trace (detection skips the mark), then refused as "not valid JSON".
+    expected, read = load_profile(original), load_profile(copy)
+    pd.testing.assert_frame_equal(read.tasks, expected.tasks)
+    pd.testing.assert_frame_equal(read.steps, expected.steps)
+    assert len(read.tasks) > 0

@@ -77,6 +77,7 @@ _FOREIGN_DIR = re.compile(r"^(ASCEND_PROFILER_OUTPUT|PROF_.*|.*_ascend_pt)$")
 # How much of a file detect() looks at.
 _DETECT_BYTES = 8192
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
 # Keys Kineto writes in a trace's header (before the events): one of them marks a trace even
 # when a big header pushes "traceEvents" past the first few KB.
 _KINETO_HEADER_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
@@ -148,7 +149,7 @@ def _sniff(path: Path) -> Literal["object", "array"] | None:
             head = handle.read(_DETECT_BYTES)
     except (OSError, EOFError, zlib.error):
         return None
-    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    head = head.removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
     if head.startswith(b"{") and any(key in head for key in _KINETO_HEADER_KEYS):
         return "object"
     if head.startswith(b"[") and head[1:].lstrip().startswith(b"{") and b'"ph"' in head:
@@ -409,13 +410,18 @@ def _guarded(path: Path) -> Iterator[IO[bytes]]:
 
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
-    """The file's bytes, gunzipped when it is gzip (by its magic bytes, not its name)."""
+    """The file's bytes, gunzipped when it is gzip (by its magic bytes, not its name), after a
+    UTF-8 byte-order mark if the text starts with one (editors on Windows write it; JSON
+    parsers refuse it)."""
     with path.open("rb") as file:
-        gzipped = file.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
-        file.seek(0)
+        start = file.read(len(_UTF8_BOM))
+        gzipped = start.startswith(_GZIP_MAGIC)
+        file.seek(len(_UTF8_BOM) if start == _UTF8_BOM else 0)
         raw = tracked(file, path)  # progress counts the bytes on disk
         if gzipped:
             with gzip.open(raw, "rb") as handle:
+                if handle.peek(len(_UTF8_BOM)).startswith(_UTF8_BOM):
+                    handle.read(len(_UTF8_BOM))
                 yield cast(IO[bytes], handle)
         else:
             yield raw
