@@ -344,3 +344,128 @@ def test_a_damaged_baseline_fails_the_benchmark_and_is_no_missing_one(
     [judged] = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
     assert judged["verdict"] == "error"
     assert judged["comparison"]["baseline"]["path"] == str(stored)
+
+
+# Careless use of the fixture, found by an audit of the plugin (docs/reliability.md): each
+# test below was a pass that measured or recorded something other than what it said, a
+# traceback out of pytest itself, or a setting silently replaced.
+MISUSE = """
+import math
+
+import numpy as np
+import pytest
+
+def noop():
+    pass
+
+def test_set_parameter(perfgate):
+    perfgate.run(noop, steps=3, warmup=1, shapes={1, 2})
+
+def test_nan_parameter(perfgate):
+    perfgate.run(noop, steps=3, warmup=1, lr=math.nan)
+
+def test_surrogate_parameter(perfgate):
+    perfgate.run(noop, steps=3, warmup=1, tag="\\ud800")
+
+def test_reserved_parameter(perfgate):
+    perfgate.run(noop, steps=3, warmup=1, profiler="torch")
+
+def test_numpy_parameters(perfgate):
+    perfgate.run(noop, steps=3, warmup=1, batch=np.int64(32), shape=(np.float32(0.5), [1]))
+
+def test_twice(perfgate):
+    perfgate.run(noop, steps=3, warmup=1)
+    perfgate.run(noop, steps=3, warmup=1)
+
+@pytest.mark.perfgate(warmup=0)
+def test_marker_warmup_zero(perfgate):
+    perfgate.run(noop, steps=3)
+
+def test_fraction_of_steps(perfgate):
+    perfgate.run(noop, steps=2.9)
+
+def test_steps_as_words(perfgate):
+    perfgate.run(noop, steps="three")
+
+def test_no_step_function(perfgate):
+    perfgate.run(None, steps=3)
+
+@pytest.mark.perfgate(name="loop")
+def test_marker_without_fixture():
+    pass
+
+def test_fixture_without_run(perfgate):
+    pass
+
+@pytest.mark.perfgate(name="shared")
+def test_shared_a(perfgate):
+    perfgate.run(noop, steps=3, warmup=1)
+
+@pytest.mark.perfgate(name="shared")
+def test_shared_b(perfgate):
+    perfgate.run(noop, steps=3, warmup=1)
+
+@pytest.mark.perfgate(name="")
+def test_empty_name(perfgate):
+    perfgate.run(noop, steps=3, warmup=1)
+"""
+
+MISUSE_SAYS = {
+    "test_set_parameter": "perfgate.run: parameter 'shapes': is a set ({1, 2}); parameters are "
+    "stored as JSON: numbers, strings, booleans, None, and lists or mappings (string keys) "
+    "of them",
+    "test_nan_parameter": "perfgate.run: parameter 'lr': is nan, which JSON cannot hold; *",
+    "test_surrogate_parameter": "perfgate.run: parameter 'tag': holds a lone UTF-16 "
+    "surrogate, which is no text; *",
+    "test_reserved_parameter": "perfgate.run: parameter 'profiler' is set by perfgate itself "
+    "(steps, warmup, profiler); give yours another name",
+    "test_twice": "perfgate.run: benchmark 'twice' was already measured in this test; measure "
+    "one benchmark per test (parametrize the test for variants)",
+    "test_fraction_of_steps": "perfgate: steps must be a whole number >= 1, got 2.9",
+    "test_steps_as_words": "perfgate: steps must be a whole number >= 1, got 'three'",
+    "test_no_step_function": "perfgate.run: step_fn must be callable (one step), got None",
+    "test_marker_without_fixture": "perfgate: test_misuse.py::test_marker_without_fixture: "
+    "@pytest.mark.perfgate marks a test that does not take the perfgate fixture, so nothing "
+    "would be measured or gated; *",
+    "test_fixture_without_run": "perfgate: test_misuse.py::test_fixture_without_run took the "
+    "perfgate fixture but measured nothing, so nothing was gated; call perfgate.run(step_fn) "
+    "or perfgate.command([...])",
+    "test_shared_a": "perfgate: benchmark name 'shared' is used by 2 tests "
+    "(test_misuse.py::test_shared_a, test_misuse.py::test_shared_b): a name is a baseline's "
+    "place, so give each its own @pytest.mark.perfgate(name=...)",
+    "test_empty_name": "perfgate: test_misuse.py::test_empty_name: @pytest.mark.perfgate: name "
+    "must be a non-empty string, got ''",
+}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_careless_benchmarks_fail_saying_what_to_change(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    project.makepyfile(test_misuse=MISUSE)
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", *workers, "test_misuse.py"
+    )
+    outcomes = result.parseoutcomes()
+    # The set and the NaN were a traceback out of pytest_sessionfinish (no results at all);
+    # under xdist the set silently dropped the benchmark from the results.
+    assert outcomes.get("passed") == 2, result.stdout.str()
+    assert (outcomes.get("failed"), outcomes.get("errors")) == (9, 4)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    for test, says in MISUSE_SAYS.items():
+        result.stdout.fnmatch_lines([f"_* {test} _*", says])
+    runs = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
+    by_name = {run["benchmark"]: run for run in runs}
+    assert by_name["numpy_parameters"]["parameters"] == {
+        "steps": 3,
+        "warmup": 1,
+        "profiler": "none",
+        "batch": 32,
+        "shape": [0.5, [1]],
+    }
+    # The marker's 0 was taken for "unset": the run warmed up 3 steps.
+    assert by_name["marker_warmup_zero"]["parameters"]["warmup"] == 0
+    assert sorted(by_name) == ["marker_warmup_zero", "numpy_parameters", "twice"]

@@ -4,7 +4,9 @@ regression. Measuring is :mod:`perfgate.profilers.measure`'s, deciding is the ga
 from __future__ import annotations
 
 import math
+import numbers
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from perfgate.analysis.compare import Comparison
 from perfgate.errors import ConfigError, PerfgateError, StoreError
 from perfgate.profilers import measure, runner
-from perfgate.pytest_plugin.session import PerfgateSession, benchmark_name
+from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
 from perfgate.records import RunRecord, merge_processes
 from perfgate.report.results import BenchmarkResult
 from perfgate.rules import Rules
@@ -37,20 +39,9 @@ class Benchmark:
         self.session = session
         node = request.node
         marker = node.get_closest_marker("perfgate")
+        # The marker's arguments were checked at collection (plugin.marker_problem).
         options: dict[str, Any] = dict(marker.kwargs) if marker else {}
-        unknown = sorted(set(options) - set(MARKER_KEYS))
-        if unknown:
-            raise pytest.UsageError(
-                f"{node.nodeid}: @pytest.mark.perfgate has no argument {unknown[0]!r} "
-                f"(allowed: {', '.join(MARKER_KEYS)})"
-            )
-        callspec = getattr(node, "callspec", None)
-        default = benchmark_name(
-            node.nodeid,
-            getattr(node, "originalname", node.name),
-            callspec.id if callspec is not None else None,
-        )
-        self.name = str(options.get("name") or default)
+        self.name = item_benchmark_name(node)
         self.default_steps = options.get("steps")
         self.default_warmup = options.get("warmup")
         try:
@@ -60,6 +51,7 @@ class Benchmark:
         except PerfgateError as exc:
             _fail(f"perfgate: {exc}")
         self.result: BenchmarkResult | None = None
+        self._started = False
 
     def _rules(self, thresholds: object) -> Rules:
         rules = self.session.settings.rules_for(self.name)
@@ -94,13 +86,13 @@ class Benchmark:
         (``measure:`` in perfgate.yaml). ``parameters`` (batch size, shapes…) are stored
         with the baseline.
         """
-        steps = int(steps if steps is not None else self.default_steps or 20)
-        warmup = int(warmup if warmup is not None else self.default_warmup or 3)
-        if steps < 1 or warmup < 0:
-            _fail(
-                f"perfgate.run: steps must be >= 1 and warmup >= 0 "
-                f"(got steps={steps}, warmup={warmup})"
-            )
+        self._once("run")
+        if not callable(step_fn):
+            _fail(f"perfgate.run: step_fn must be callable (one step), got {_shown(step_fn)}")
+        # A marker's 0 is a value, not "unset": only None falls back to the default.
+        steps = _count("steps", steps if steps is not None else self.default_steps, 20, 1)
+        warmup = _count("warmup", warmup if warmup is not None else self.default_warmup, 3, 0)
+        extra = _json_parameters("perfgate.run", parameters, ("steps", "warmup", "profiler"))
         if self.session.ab_ref:
             return self._from_ab()
         stats = self.rules.statistics
@@ -131,7 +123,7 @@ class Benchmark:
                     "steps": steps,
                     "warmup": warmup,
                     "profiler": profiler,
-                    **parameters,
+                    **extra,
                 }
 
                 def more_rounds() -> RunRecord:
@@ -209,6 +201,8 @@ class Benchmark:
         :func:`perfgate.marks.step`) once per round — every round a fresh process — and,
         with msprof on the runner, once more under msprof for the device metrics and the
         operator table."""
+        self._once("command")
+        extra = _json_parameters("perfgate.command", parameters, ("command", "profiler"))
         if self.session.ab_ref:
             return self._from_ab()
         argv = [str(a) for a in argv]
@@ -244,7 +238,7 @@ class Benchmark:
             else:
                 record = measure.timing_record([], self.name, configured_env, "none")
             self._attach(record, timing, pinning, meter.stop(), one_process_per_round=True)
-            record["parameters"] = {"command": argv, "profiler": profiler, **parameters}
+            record["parameters"] = {"command": argv, "profiler": profiler, **extra}
 
             def more_rounds() -> RunRecord:
                 meter.start()
@@ -390,6 +384,21 @@ class Benchmark:
             _fail(render_table([comparison]))
         return result
 
+    @property
+    def measured(self) -> bool:
+        """Whether the test called :meth:`run` or :meth:`command`."""
+        return self._started
+
+    def _once(self, what: str) -> None:
+        """One measurement per test: a second one would be a second run of the same
+        benchmark name, and the second baseline would replace the first."""
+        if self.result is not None or self._started:
+            _fail(
+                f"perfgate.{what}: benchmark {self.name!r} was already measured in this test; "
+                "measure one benchmark per test (parametrize the test for variants)"
+            )
+        self._started = True
+
     def _keep(self, result: BenchmarkResult) -> BenchmarkResult:
         self.session.results.append(result)
         self.result = result
@@ -411,6 +420,97 @@ def _round_noise(record: RunRecord) -> float | None:
         return None
     diff = difference(rounds, rounds)
     return math.expm1(diff.round_noise) if diff is not None else None
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _count(name: str, value: object, default: int, minimum: int) -> int:
+    """``steps`` / ``warmup`` as a whole number of at least ``minimum`` (``None``: the
+    default). A fraction is refused, not truncated: 2.9 steps is no count."""
+    if value is None:
+        return default
+    whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        whole = True  # "20" from an ini or an environment variable
+    number = int(value) if whole else None  # type: ignore[call-overload]
+    if number is None or number < minimum:
+        _fail(f"perfgate: {name} must be a whole number >= {minimum}, got {_shown(value)}")
+    return number
+
+
+def _json_parameters(
+    what: str, parameters: Mapping[str, Any], reserved: Sequence[str]
+) -> dict[str, Any]:
+    """The benchmark's parameters as the JSON they are stored as (numpy and torch scalars
+    become numbers, tuples lists), or a test failure naming the first that is none; a
+    parameter perfgate sets itself is refused, so a record never says what did not run."""
+    taken = sorted(set(parameters) & set(reserved))
+    if taken:
+        _fail(
+            f"{what}: parameter {taken[0]!r} is set by perfgate itself "
+            f"({', '.join(reserved)}); give yours another name"
+        )
+    out: dict[str, Any] = {}
+    for key, value in parameters.items():
+        try:
+            out[key] = _json_value(value)
+        except ValueError as exc:
+            _fail(
+                f"{what}: parameter {key!r}{exc}; parameters are stored as JSON: numbers, "
+                "strings, booleans, None, and lists or mappings (string keys) of them"
+            )
+    return out
+
+
+def _json_value(value: object, depth: int = 0) -> object:
+    """``value`` as plain JSON data; ``ValueError`` says where and why it is not (its
+    message continues the parameter's name: ``[2]: is a set``)."""
+    if depth > 20:
+        raise ValueError(": is nested deeper than 20 levels")
+    if value is None or isinstance(value, bool | str):
+        if isinstance(value, str) and not _encodes(value):
+            raise ValueError(": holds a lone UTF-16 surrogate, which is no text")
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f": is {number}, which JSON cannot hold")
+        return number
+    item = getattr(value, "item", None)  # a one-element numpy array or torch tensor
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        return _json_value(item(), depth + 1)
+    if isinstance(value, list | tuple):
+        out = []
+        for i, child in enumerate(value):
+            try:
+                out.append(_json_value(child, depth + 1))
+            except ValueError as exc:
+                raise ValueError(f"[{i}]{exc}") from None
+        return out
+    if isinstance(value, Mapping):
+        mapping: dict[str, object] = {}
+        for key, child in value.items():
+            if not isinstance(key, str) or not _encodes(key):
+                raise ValueError(f": has the key {_shown(key)}, not a string")
+            try:
+                mapping[key] = _json_value(child, depth + 1)
+            except ValueError as exc:
+                raise ValueError(f"[{key!r}]{exc}") from None
+        return mapping
+    raise ValueError(f": is a {type(value).__name__} ({_shown(value)})")
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _fail(message: str) -> NoReturn:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from perfgate.pytest_plugin.session import PerfgateSession
 
 SESSION_KEY: pytest.StashKey[PerfgateSession] = pytest.StashKey()
+PROBLEM_KEY: pytest.StashKey[str] = pytest.StashKey()  # a benchmark declared wrongly
+BENCHMARK_KEY: pytest.StashKey[Benchmark] = pytest.StashKey()
 SKIP_REASON = "perfgate benchmark: run with --perfgate to measure and gate it"
 
 
@@ -150,20 +152,80 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         perfgate_session.spawn_processes(config, write)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: names clash across the suite
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     enabled = config.getoption("perfgate")
-    for item in items:
-        if not _is_benchmark(item):
-            continue
-        if not enabled:
+    benchmarks = [item for item in items if _is_benchmark(item)]
+    if not enabled:
+        for item in benchmarks:
             item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+        return
+    from perfgate.pytest_plugin.session import item_benchmark_name
+
+    # Problems fail their test at setup rather than stop the session here: an xdist worker
+    # that raised in collection would crash pytest, and every worker collects every test,
+    # so each one finds the same clashes.
+    named: dict[str, list[pytest.Item]] = {}
+    for item in benchmarks:
+        problem = marker_problem(item)
+        if problem is not None:
+            item.stash[PROBLEM_KEY] = problem
             continue
-        marker = item.get_closest_marker("perfgate")
-        if marker is not None and marker.args:
-            raise pytest.UsageError(
-                f"{item.nodeid}: @pytest.mark.perfgate takes keyword arguments only "
-                "(name=, thresholds=, steps=, warmup=)"
+        named.setdefault(item_benchmark_name(item), []).append(item)
+    for name, clashing in named.items():
+        if len(clashing) < 2:
+            continue
+        ids = ", ".join(item.nodeid for item in clashing)
+        for item in clashing:
+            item.stash[PROBLEM_KEY] = (
+                f"perfgate: benchmark name {name!r} is used by {len(clashing)} tests ({ids}): "
+                "a name is a baseline's place, so give each its own "
+                "@pytest.mark.perfgate(name=...)"
             )
+
+
+def marker_problem(item: pytest.Item) -> str | None:
+    """What is wrong with how ``item`` is declared as a benchmark, or None."""
+    from perfgate.pytest_plugin.fixture import MARKER_KEYS
+
+    marker = item.get_closest_marker("perfgate")
+    where = f"perfgate: {item.nodeid}: @pytest.mark.perfgate"
+    if "perfgate" not in getattr(item, "fixturenames", ()):
+        return (
+            f"{where} marks a test that does not take the perfgate fixture, so nothing would be "
+            "measured or gated; add the `perfgate` argument and call perfgate.run(...)"
+        )
+    if marker is None:
+        return None
+    if marker.args:
+        return f"{where} takes keyword arguments only ({', '.join(f'{k}=' for k in MARKER_KEYS)})"
+    unknown = sorted(set(marker.kwargs) - set(MARKER_KEYS))
+    if unknown:
+        return f"{where} has no argument {unknown[0]!r} (allowed: {', '.join(MARKER_KEYS)})"
+    name = marker.kwargs.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        return f"{where}: name must be a non-empty string, got {name!r}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    problem = item.stash.get(PROBLEM_KEY, None)
+    if problem is not None:
+        raise pytest.fail.Exception(problem, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    result = yield  # a test that raised has said what went wrong
+    benchmark = item.stash.get(BENCHMARK_KEY, None)
+    if benchmark is not None and not benchmark.measured:
+        raise pytest.fail.Exception(
+            f"perfgate: {item.nodeid} took the perfgate fixture but measured nothing, so "
+            "nothing was gated; call perfgate.run(step_fn) or perfgate.command([...])",
+            pytrace=False,
+        )
+    return result
 
 
 def _is_benchmark(item: pytest.Item) -> bool:
@@ -184,7 +246,9 @@ def perfgate(request: pytest.FixtureRequest) -> Benchmark:
         pytest.skip(SKIP_REASON)
     from perfgate.pytest_plugin.fixture import Benchmark
 
-    return Benchmark(session, request)
+    benchmark = Benchmark(session, request)
+    request.node.stash[BENCHMARK_KEY] = benchmark
+    return benchmark
 
 
 @pytest.hookimpl(tryfirst=True)

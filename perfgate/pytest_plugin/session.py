@@ -332,6 +332,20 @@ def _write_text(path: Path, text: str) -> None:
         ) from None
 
 
+def item_benchmark_name(item: pytest.Item) -> str:
+    """The benchmark name of a test: its marker's ``name=``, else :func:`benchmark_name`."""
+    marker = item.get_closest_marker("perfgate")
+    name = marker.kwargs.get("name") if marker is not None else None
+    if name is not None:
+        return str(name)
+    callspec = getattr(item, "callspec", None)
+    return benchmark_name(
+        item.nodeid,
+        getattr(item, "originalname", item.name),
+        callspec.id if callspec is not None else None,
+    )
+
+
 def benchmark_name(nodeid: str, originalname: str, callspec_id: str | None) -> str:
     """The default benchmark name of a test: its function name without ``test_``, plus
     its parameters, safe as a path component (``cnn_train``, ``cnn_train-bs32``)."""
