@@ -147,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a results file, or a profile directory or trace",
     )
     update.add_argument(
-        "--benchmark", metavar="NAME", help="benchmark name for a profile. Default: the path's name"
+        "--benchmark",
+        metavar="NAME",
+        help="benchmark name for a profile (default: the path's name); of a results file, "
+        "record only this benchmark's run",
     )
     update.add_argument("--env", metavar="ENV", help="runner environment key for a profile")
     update.add_argument(
@@ -386,8 +389,16 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     if settings.baseline.env != "auto" and side.kind == "profile" and not args.env:
         for record in side.records:
             record["env"] = settings.baseline.env
+    records = side.records
+    if side.kind == "results" and args.benchmark:
+        records = [r for r in records if r["benchmark"] == args.benchmark]
+        if not records:
+            names = ", ".join(sorted({r["benchmark"] for r in side.records})) or "none"
+            raise PerfgateError(
+                f"{args.source}: no run of benchmark {args.benchmark!r} (its runs: {names})"
+            )
     paths = record_baselines(
-        side.records,
+        records,
         settings,
         Path(args.repo),
         allow_dirty=args.allow_dirty,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import git
@@ -469,3 +470,61 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     # The marker's 0 was taken for "unset": the run warmed up 3 steps.
     assert by_name["marker_warmup_zero"]["parameters"]["warmup"] == 0
     assert sorted(by_name) == ["marker_warmup_zero", "numpy_parameters", "twice"]
+
+
+CRASHING = """
+def test_steady(perfgate):
+    perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+
+def test_crashing(perfgate):
+    calls = []
+
+    def step():
+        calls.append(1)
+        if len(calls) > 2:
+            raise ValueError("shapes (3, 4) and (5, 6) not aligned")
+
+    perfgate.run(step, steps=3, warmup=1)
+"""
+
+
+def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Pytester) -> None:
+    project.makepyfile(test_crash=CRASHING)
+    out = project.path / "perfgate-out"
+    out.mkdir()
+    (out / "summary.md").write_text("### perfgate: ✅ pass\n")  # an earlier session's
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "-k", "nothing")
+    # A session that measured nothing left the last one's verdict in place.
+    assert not (out / "summary.md").exists()
+
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "test_crash.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ValueError: shapes (3, 4) and (5, 6) not aligned",
+            "crashing *ERROR *n/a*",
+            "steady *no-baseline*",
+            "crashing: error: not measured: ValueError: shapes (3, 4) and (5, 6) not aligned",
+        ]
+    )
+    # It was left out: the job summary said "✅ pass" over a failed benchmark.
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("### perfgate: 💥 error\n")
+    assert "> not measured: ValueError: shapes (3, 4) and (5, 6) not aligned" in summary
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [(r["benchmark"], r["verdict"]) for r in runs] == [
+        ("crashing", "error"),
+        ("steady", "no-baseline"),
+    ]
+    # Nothing to make a baseline of: refused, and the measured one can be picked.
+    cli = [sys.executable, "-m", "perfgate", "baseline", "update", "--from", f"{out}/results.json"]
+    update = project.run(*cli)
+    assert update.ret == 2
+    assert update.stderr.str().strip() == (
+        "perfgate: error: crashing: holds no step time measured (its verdict: error), so it "
+        "can be no baseline; nothing was written (pick the measured ones with --benchmark)"
+    )
+    assert not (project.path / "baselines").exists()
+    picked = project.run(*cli, "--benchmark", "steady")
+    assert picked.ret == 0
+    assert picked.stdout.str().startswith("recorded baselines/steady/")

@@ -135,7 +135,13 @@ class Benchmark:
 
                 return self._finish(record, clock.laps, more_rounds)
         except PerfgateError as exc:
+            self._keep_failure(str(exc))
             _fail(f"perfgate: {self.name}: {exc}")
+        except Exception as exc:
+            # The benchmark's own code raised: pytest shows its traceback; the reports
+            # must still say this benchmark was not measured, not leave it out.
+            self._keep_failure(_exception_line(exc))
+            raise
 
     def _quieting(self) -> tuple[int | None, bool]:
         """torch threads and CPU pinning for the rounds: ``threads: auto`` is one thread on
@@ -248,7 +254,11 @@ class Benchmark:
 
             return self._finish(record, clock.laps, more_rounds)
         except PerfgateError as exc:
+            self._keep_failure(str(exc))
             _fail(f"perfgate: {self.name}: {exc}")
+        except Exception as exc:
+            self._keep_failure(_exception_line(exc))
+            raise
 
     # ------------------------------------------------------------------ verdict
 
@@ -363,6 +373,7 @@ class Benchmark:
                 [merged], session.settings, session.rootdir, allow_dirty=session.allow_dirty
             )
         except PerfgateError as exc:
+            self._keep_failure(f"its baseline was not recorded: {exc}")
             _fail(f"perfgate: {exc}")
         return self._keep(BenchmarkResult(record=merged, timings_s=laps, recorded=path))
 
@@ -399,6 +410,27 @@ class Benchmark:
             )
         self._started = True
 
+    def _keep_failure(self, reason: str) -> None:
+        """A benchmark that could not be measured, gated or recorded goes into the reports as
+        an ``error`` with the reason (once: a result already kept says more)."""
+        if self.result is not None:
+            return
+        commit = self.session.commit.get("commit")
+        comparison = Comparison(
+            benchmark=self.name,
+            verdict=Verdict.ERROR,
+            baseline={"commit": None},
+            current={"commit": commit},
+            notes=[f"not measured: {reason}"],
+        )
+        configured = self.session.settings.baseline.env
+        try:
+            env = measure.env_for(measure.runtime_fingerprint(), configured)
+        except Exception:  # the report of a failure must not fail in turn
+            env = configured if configured != "auto" else "unknown"
+        record: RunRecord = {"benchmark": self.name, "env": env, "samples": {}}
+        self._keep(BenchmarkResult(record=record, comparison=comparison))
+
     def _keep(self, result: BenchmarkResult) -> BenchmarkResult:
         self.session.results.append(result)
         self.result = result
@@ -420,6 +452,12 @@ def _round_noise(record: RunRecord) -> float | None:
         return None
     diff = difference(rounds, rounds)
     return math.expm1(diff.round_noise) if diff is not None else None
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``ValueError: bad shape`` on one line, at most 300 characters."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _shown(value: object, limit: int = 60) -> str:

@@ -238,10 +238,17 @@ class PerfgateSession:
         return self.out_dir / ".workers"
 
     def clear_partials(self) -> None:
-        """The controller starts with no worker results from an earlier session."""
+        """The controller starts with no worker results, and no reports, of an earlier
+        session: a session that measures nothing (every benchmark deselected, or the run
+        interrupted before the end) must not leave the last one's verdict to be read as its
+        own."""
         if self.partial_dir.is_dir():
             for path in self.partial_dir.glob("*.json"):
                 path.unlink()
+        if not self.measure_only:
+            for report in (self.json_path, self.md_path):
+                if report.is_file():
+                    report.unlink()
 
     def write_partial(self, worker_id: str) -> None:
         """An xdist worker writes its results for the controller to merge."""

@@ -272,6 +272,8 @@ def _baseline_line(c: Comparison) -> str:
     if c.verdict is Verdict.NO_BASELINE:
         measured = _measured_line(c)
         return "baseline: none found" + (f"\n{measured}" if measured else "")
+    if not info.get("commit") and not info.get("path"):
+        return "baseline: not compared"  # the run itself failed (its note says how)
     parts = [f"baseline: {baseline_label(c)}"]
     if info.get("commit") and info.get("path"):
         parts.append(str(info["path"]))
