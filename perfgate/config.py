@@ -543,6 +543,22 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
     return default_settings()
 
 
+def has_settings(root: str | Path) -> bool:
+    """Whether ``root`` holds perfgate's settings (``perfgate.yaml`` / ``.yml``, or a
+    ``pyproject.toml`` with ``[tool.perfgate]``). A pyproject that cannot be read counts:
+    reading it is what will say what is wrong."""
+    root = Path(root)
+    if any((root / name).is_file() for name in ("perfgate.yaml", "perfgate.yml")):
+        return True
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return False
+    try:
+        return _tool_section(pyproject) is not None
+    except ConfigError:
+        return True
+
+
 def _tool_section(path: Path) -> object | None:
     """``[tool.perfgate]`` of a TOML file, or None when it has none."""
     try:

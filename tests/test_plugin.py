@@ -528,3 +528,100 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     picked = project.run(*cli, "--benchmark", "steady")
     assert picked.ret == 0
     assert picked.stdout.str().startswith("recorded baselines/steady/")
+
+
+LOOP = """
+def test_loop(perfgate):
+    perfgate.run(lambda: sum(range(300)), steps=3, warmup=1)
+"""
+
+
+def test_from_a_subfolder_the_settings_and_store_are_the_repositorys(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No pytest ini: pytest's rootdir is wherever pytest is started.
+    repo = GitRepo(pytester.path)
+    repo.write("perfgate.yaml", "statistics: {processes: 1}\n")
+    repo.write("bench/test_loop.py", LOOP)
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    repo.commit("benchmarks")
+    monkeypatch.chdir(pytester.path / "bench")
+    result = pytester.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_loop.py"
+    )
+    result.assert_outcomes(passed=1)
+    # It took bench/ for the root: no settings (three processes measured, not one), the
+    # baseline under bench/baselines, where a run from the top would never look.
+    assert "measuring in process 2" not in result.stdout.str()
+    assert (pytester.path / "baselines" / "loop").is_dir()
+    assert not (pytester.path / "bench" / "baselines").exists()
+    assert (pytester.path / "perfgate-out" / "results.json").is_file()
+    # A path given on the command line is the caller's, as any shell user reads it.
+    result = pytester.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "--perfgate-out=mine", "test_loop.py"
+    )
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "bench" / "mine" / "results.json").is_file()
+
+
+def test_ini_paths_are_the_ini_files(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = GitRepo(pytester.path)
+    repo.write("pytest.ini", "[pytest]\nperfgate_config = conf/gate.yaml\nperfgate_out = out\n")
+    repo.write("conf/gate.yaml", "statistics: {processes: 1}\n")
+    repo.write("bench/test_loop.py", LOOP)
+    repo.commit("benchmarks")
+    monkeypatch.chdir(pytester.path / "bench")
+    result = pytester.runpytest_subprocess("--perfgate", "--perfgate-profiler=none")
+    # It read conf/gate.yaml from the folder pytest started in: "configuration file not found".
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "out" / "results.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--perfgate-json=reports"], "--perfgate-json: *reports is a directory (expected a file"),
+        (["--perfgate-md=reports"], "--perfgate-md: *reports is a directory (expected a file"),
+        (
+            ["--perfgate-json=r.json", "--perfgate-html=r.json"],
+            "--perfgate-json and --perfgate-html name the same file *r.json: one report would "
+            "replace the other",
+        ),
+        (["--perfgate-html=test_bench.py/r.html"], "--perfgate-html: *test_bench.py/r.html cannot"),
+    ],
+)
+def test_report_paths_are_checked_before_anything_runs(
+    project: pytest.Pytester, options: list[str], says: str
+) -> None:
+    (project.path / "reports").mkdir()
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", *options)
+    # They were found out after every benchmark had run, with pytest's internal-error code;
+    # and json = html left the HTML page in the results file, exit 0.
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: perfgate: {says}*"])
+    assert "test_matmul" not in result.stdout.str()
+
+
+def test_session_settings_that_cannot_work_are_usage_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_loop=LOOP)
+    # Outside git: each benchmark was measured, then each test failed the same way.
+    result = pytester.runpytest_subprocess("--perfgate", "--perfgate-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: perfgate: --perfgate-update records the baselines of HEAD, but * is not inside*"]
+    )
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))
+    result = pytester.runpytest_subprocess("--perfgate")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: perfgate: $GITHUB_STEP_SUMMARY: * is no file*"])
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    pytester.makeini("[pytest]\nperfgate_strict = maybe\n")
+    result = pytester.runpytest_subprocess("--perfgate")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: perfgate: ini option perfgate_strict: *'maybe'* (expected true or false)"]
+    )

@@ -94,7 +94,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "default profiler for --perfgate (auto, torch, torch_npu, msprof, none)",
         default="",
     )
-    parser.addini("perfgate_out", "where profiles and reports go", default="perfgate-out")
+    parser.addini(
+        "perfgate_out",
+        "where profiles and reports go, from the ini file's folder (default: perfgate-out "
+        "at the project root)",
+        default="",
+    )
     parser.addini(
         "perfgate_strict",
         "fail also on no-baseline, incomparable and unstable",
@@ -266,9 +271,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             perfgate_session.write_partial(str(worker["workerid"]))
         else:
             perfgate_session.write_reports()
-            html = config.getoption("perfgate_html")
+            html = perfgate_session.html_path
             if html and perfgate_session.results and not perfgate_session.measure_only:
-                write_html(perfgate_session.json_path, Path(html))
+                write_html(perfgate_session.json_path, html)
     except PerfgateError as exc:
         perfgate_session.report_error = str(exc)
         # A gate whose results were not written has not gated: never a green build.
@@ -299,7 +304,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if session.results or session.report_error:
         terminalreporter.section("perfgate")
     session.report(terminalreporter.write_line)
-    html = config.getoption("perfgate_html")
+    html = session.html_path
     if html and session.results and not session.report_error:
         terminalreporter.write_line(f"html:    {html}")
     if session.report_error:

@@ -41,6 +41,7 @@ class PerfgateSession:
     allow_dirty: bool
     strict: bool
     baseline_ref: str | None
+    html_path: Path | None = None
     commit: dict[str, Any] = field(default_factory=dict)
     results: list[BenchmarkResult] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # benchmark name → test node id
@@ -64,12 +65,11 @@ class PerfgateSession:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> PerfgateSession:
-        rootdir = Path(config.rootpath)
-        config_file = config.getoption("perfgate_config") or config.getini("perfgate_config")
-        settings = load_settings(config_file or None, root=rootdir)
-        out_dir = Path(config.getoption("perfgate_out") or config.getini("perfgate_out"))
-        if not out_dir.is_absolute():
-            out_dir = rootdir / out_dir
+        rootdir = project_root(config)
+        paths = _Paths(config, rootdir)
+        config_file = paths.option_or_ini("perfgate_config")
+        settings = load_settings(config_file, root=rootdir)
+        out_dir = paths.option_or_ini("perfgate_out") or rootdir / "perfgate-out"
         try:  # now, not in the middle of the first benchmark (which would fail as a test)
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -79,27 +79,37 @@ class PerfgateSession:
                 "perfgate may write in (--perfgate-out, or perfgate_out in the ini)"
             ) from None
         strict_option = config.getoption("perfgate_strict")
+        try:
+            strict_ini = config.getini("perfgate_strict")
+        except (ValueError, pytest.UsageError) as exc:  # pytest 9 raises the latter
+            raise PerfgateError(
+                f"ini option perfgate_strict: {exc} (expected true or false)"
+            ) from None
         profiler = (
             config.getoption("perfgate_profiler")
             or str(config.getini("perfgate_profiler") or "")
             or settings.profiler
         )
-        json_option = config.getoption("perfgate_json")
-        md_option = config.getoption("perfgate_md")
         session = cls(
             settings=settings,
             rootdir=rootdir,
             out_dir=out_dir,
-            json_path=Path(json_option) if json_option else out_dir / "results.json",
-            md_path=Path(md_option) if md_option else out_dir / "summary.md",
+            json_path=paths.option("perfgate_json") or out_dir / "results.json",
+            md_path=paths.option("perfgate_md") or out_dir / "summary.md",
             profiler=profiler,
             update=bool(config.getoption("perfgate_update")),
             allow_dirty=bool(config.getoption("perfgate_allow_dirty")),
-            strict=bool(
-                strict_option if strict_option is not None else config.getini("perfgate_strict")
-            ),
+            strict=bool(strict_option if strict_option is not None else strict_ini),
             baseline_ref=config.getoption("perfgate_baseline_ref"),
             process=int(config.getoption("perfgate_process") or 0),
+            html_path=paths.option("perfgate_html"),
+        )
+        _check_report_paths(
+            {
+                "--perfgate-json": session.json_path,
+                "--perfgate-md": session.md_path,
+                "--perfgate-html": session.html_path,
+            }
         )
         records = config.getoption("perfgate_records")
         if records:
@@ -117,6 +127,11 @@ class PerfgateSession:
                 "--perfgate-ab runs its own processes one at a time: drop -n (pytest-xdist)"
             )
         session.commit = session._commit_info()
+        if session.update and not session.commit and not session.measure_only:
+            raise PerfgateError(
+                f"--perfgate-update records the baselines of HEAD, but {rootdir} is not inside "
+                "a git repository (or git cannot read it)"
+            )
         if session.baseline_ref:
             from perfgate.store.git import resolve
 
@@ -293,7 +308,8 @@ class PerfgateSession:
                     handle.write(markdown)
             except OSError as exc:
                 raise PerfgateError(
-                    f"{summary}: cannot append to the job summary ({exc.strerror or exc})"
+                    f"$GITHUB_STEP_SUMMARY: {summary}: cannot append to the job summary "
+                    f"({exc.strerror or exc}); the results file and report were written"
                 ) from None
 
     def report(self, write: Any) -> None:
@@ -317,6 +333,92 @@ class PerfgateSession:
                 "no baseline yet for some benchmarks on this runner: record them with "
                 "`pytest --perfgate --perfgate-update` (on the baseline branch, clean tree)"
             )
+
+
+def project_root(config: pytest.Config) -> Path:
+    """Where perfgate's settings, baseline store and default output live.
+
+    pytest's rootdir depends on where pytest was started when no ini file fixes it (the
+    common folder of the paths given): from a subfolder of the repository it is that
+    subfolder. So the root is the nearest folder from the rootdir up to the top of the git
+    repository that holds perfgate's settings; else the rootdir when an ini file fixed it;
+    else the top of the repository. Outside git, the rootdir.
+    """
+    from perfgate.config import has_settings
+
+    start = Path(config.rootpath)
+    top = _git_toplevel(start)
+    if top is None or (top != start and top not in start.parents):
+        return start
+    for folder in (start, *start.parents):
+        if has_settings(folder):
+            return folder
+        if folder == top:
+            break
+    return start if config.inipath is not None else top
+
+
+def _git_toplevel(folder: Path) -> Path | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:  # no git at all
+        return None
+    line = done.stdout.strip()
+    return Path(line).resolve() if done.returncode == 0 and line else None
+
+
+class _Paths:
+    """Paths from options and the ini file, each resolved where a user would read it: a
+    command-line path against the folder pytest was started in, an ini value against the
+    ini file's folder (as pytest's own ``paths`` ini values are)."""
+
+    def __init__(self, config: pytest.Config, rootdir: Path) -> None:
+        self.config = config
+        self.invocation = Path(config.invocation_params.dir)
+        self.ini_dir = Path(config.inipath).parent if config.inipath else rootdir
+
+    def option(self, name: str) -> Path | None:
+        value = self.config.getoption(name)
+        return self.invocation / value if value else None
+
+    def option_or_ini(self, name: str) -> Path | None:
+        chosen = self.option(name)
+        if chosen is not None:
+            return chosen
+        value = self.config.getini(name)  # "" when the ini does not set it
+        return self.ini_dir / str(value) if value else None
+
+
+def _check_report_paths(paths: dict[str, Path | None]) -> None:
+    """Each report can be written, and no two are one file; checked before a benchmark
+    runs, not after all of them (when a mistake would cost the whole session)."""
+    seen: dict[Path, str] = {}
+    for option, path in paths.items():
+        if path is None:
+            continue
+        if path.is_dir():
+            raise PerfgateError(f"{option}: {path} is a directory (expected a file to write)")
+        existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            why = "is a file" if not existing.is_dir() else "is not writable"
+            raise PerfgateError(f"{option}: {path} cannot be written ({existing} {why})")
+        same = seen.get(path.resolve())
+        if same is not None:
+            raise PerfgateError(
+                f"{same} and {option} name the same file {path}: one report would replace the other"
+            )
+        seen[path.resolve()] = option
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and (Path(summary).is_dir() or not Path(summary).parent.is_dir()):
+        raise PerfgateError(
+            f"$GITHUB_STEP_SUMMARY: {summary} is no file perfgate can append the job summary "
+            "to (a directory, or in a folder that does not exist)"
+        )
 
 
 def is_shallow_checkout(rootdir: Path) -> bool:
