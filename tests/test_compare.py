@@ -641,3 +641,20 @@ def test_a_first_baseline_on_a_shared_runner_calls_only_what_no_session_shift_ex
     assert "more rounds" not in reason and "a same-runner A/B run (perfgate ab)" in reason
     four = judge_rounds(STEP, BASE, rounds(400, seed=2), default, log=True)
     assert four.status == REGRESSION
+
+
+def test_changed_parameters_are_a_warning_beside_the_verdict() -> None:
+    base = {"samples": {"step_time_us": steps(10)}, "parameters": {"batch": 32, "steps": 20}}
+    cur = {
+        "samples": {"step_time_us": steps(20, seed=1)},
+        "parameters": {"batch": 64, "steps": 20, "shape": [3, 224, 224]},
+    }
+    c = compare(base, cur, STEP_ONLY)
+    # Judged as before (a workload is the code's to choose), but it said nothing of the batch.
+    assert c.verdict is Verdict.REGRESSION
+    assert c.warnings == [
+        "parameters differ from the baseline's: batch: 32 → 64; shape: (none) → [3, 224, 224] "
+        "(what is measured changed, not only the code)"
+    ]
+    same = compare(base, {**cur, "parameters": base["parameters"]}, STEP_ONLY)
+    assert same.warnings == []

@@ -84,7 +84,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo.commit("perfgate: baselines")
     heavier = _pytest(path, "--perfgate", "--perfgate-html=report.html", work="30")
     assert heavier.returncode == 1, heavier.stdout + heavier.stderr
-    assert "html:    report.html" in heavier.stdout
+    assert f"html:    {path / 'report.html'}" in heavier.stdout
     return path
 
 

@@ -46,8 +46,9 @@ in ``benchmarks/verdict_quality.py`` (``docs/verdict-quality.md``).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -661,6 +662,23 @@ def fingerprint_differences(
     return hard, soft
 
 
+def parameter_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """``batch: 32 → 64`` for each parameter (``perfgate.run(..., batch=64)``) whose value
+    differs between the sides, or that one side lacks; at most five, values shortened."""
+    lines = []
+    for name in sorted(set(baseline) | set(current)):
+        b, c = baseline.get(name, "(none)"), current.get(name, "(none)")
+        if b != c:
+            lines.append(f"{name}: {_short(b)} → {_short(c)}")
+    return lines[:5] + ([f"and {len(lines) - 5} more"] if len(lines) > 5 else [])
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # Which operators explain a metric: copy ratio is explained by copy tasks, and so on. A drop
 # of utilization (the compute share) by what is not compute and grew, whatever the step time
 # did: compute that grew raised the share, it explains no drop.
@@ -959,6 +977,16 @@ def compare_runs(
         baseline.get("fingerprint", {}), current.get("fingerprint", {})
     )
     comparison.warnings.extend(f"environment differs (soft): {line}" for line in soft)
+    changed = parameter_differences(
+        baseline.get("parameters") or {}, current.get("parameters") or {}
+    )
+    if changed:
+        # Judged all the same (a workload is the code's to choose), but a step time that
+        # rose with the batch size should say so.
+        comparison.warnings.append(
+            f"parameters differ from the baseline's: {'; '.join(changed)} (what is measured "
+            "changed, not only the code)"
+        )
     stats = rules.statistics
     for rule in rules.metrics.values():
         base_steps, cur_steps = (
