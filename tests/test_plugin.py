@@ -625,3 +625,28 @@ def test_session_settings_that_cannot_work_are_usage_errors(
     result.stderr.fnmatch_lines(
         ["ERROR: perfgate: ini option perfgate_strict: *'maybe'* (expected true or false)"]
     )
+
+
+def test_an_interrupted_session_says_so_in_its_reports(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_stop="""
+        def test_first(perfgate):
+            perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+
+        def test_second(perfgate):
+            raise KeyboardInterrupt  # Ctrl-C while the second benchmark runs
+
+        def test_third(perfgate):
+            perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+        """
+    )
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "test_stop.py")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    note = (
+        "the session was interrupted: only the benchmarks that finished are listed, and the "
+        "others were not gated"
+    )
+    result.stdout.fnmatch_lines(["first *no-baseline*", note])
+    # It read as a whole session's report of one benchmark.
+    summary = (project.path / "perfgate-out" / "summary.md").read_text()
+    assert summary.startswith(f"> **{note}**\n\n### perfgate: ")

@@ -265,6 +265,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from perfgate.errors import PerfgateError
 
     worker = getattr(config, "workerinput", None)
+    perfgate_session.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     try:
         if worker is not None:
             # An xdist worker has no terminal: hand the results to the controller.

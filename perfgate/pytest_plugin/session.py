@@ -28,6 +28,11 @@ from perfgate.rules import Settings
 from perfgate.store.keys import safe_name
 from perfgate.verdict import Verdict
 
+INTERRUPTED_NOTE = (
+    "the session was interrupted: only the benchmarks that finished are listed, and the "
+    "others were not gated"
+)
+
 
 @dataclass
 class PerfgateSession:
@@ -46,6 +51,7 @@ class PerfgateSession:
     results: list[BenchmarkResult] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # benchmark name → test node id
     report_error: str | None = None  # why the reports could not be written
+    interrupted: bool = False  # stopped by Ctrl-C: the reports hold what finished
     # Which process of a multi-process measurement this session is (0: the one the user
     # started), and where a measuring-only session leaves each benchmark's record.
     process: int = 0
@@ -300,6 +306,8 @@ class PerfgateSession:
         document = results_document(self.results, self.commit)
         _write_text(self.json_path, json.dumps(document, indent=2, allow_nan=False) + "\n")
         markdown = results_markdown(self.results)
+        if self.interrupted:
+            markdown = f"> **{INTERRUPTED_NOTE}**\n\n{markdown}"
         _write_text(self.md_path, markdown)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
@@ -318,6 +326,8 @@ class PerfgateSession:
             return
         for line in summary_table(self.results).splitlines():
             write(line)
+        if self.interrupted:
+            write(INTERRUPTED_NOTE)
         if self.report_error is None:
             write(f"results: {self.json_path}")
             write(f"report:  {self.md_path}")
