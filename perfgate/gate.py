@@ -204,14 +204,18 @@ def record_baselines(
             "to record a baseline marked dirty"
         )
     for record in records:
-        timing = record.get("timing") or {}
-        if not timing.get("step_time_us") and not record["samples"].get("step_time_us"):
+        measured = (
+            (record.get("timing") or {}).get("step_time_us")
+            or any(record["samples"].values())
+            or record.get("operators")
+        )
+        if not measured:
             # A benchmark that crashed (its results-file run says error) or an A/B record:
-            # a baseline of it would hold no measurement to compare with.
+            # a baseline of it would hold nothing to compare with.
             verdict = record.get("verdict")
             said = f" (its verdict: {verdict})" if isinstance(verdict, str) else ""
             raise PerfgateError(
-                f"{record['benchmark']}: holds no step time measured{said}, so it can be no "
+                f"{record['benchmark']}: holds no measurement{said}, so it can be no "
                 "baseline; nothing was written (pick the measured ones with --benchmark)"
             )
         measured_at = record.get("commit")

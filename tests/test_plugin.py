@@ -521,8 +521,8 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     update = project.run(*cli)
     assert update.ret == 2
     assert update.stderr.str().strip() == (
-        "perfgate: error: crashing: holds no step time measured (its verdict: error), so it "
-        "can be no baseline; nothing was written (pick the measured ones with --benchmark)"
+        "perfgate: error: crashing: holds no measurement (its verdict: error), so it can be "
+        "no baseline; nothing was written (pick the measured ones with --benchmark)"
     )
     assert not (project.path / "baselines").exists()
     picked = project.run(*cli, "--benchmark", "steady")
