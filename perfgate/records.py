@@ -526,12 +526,12 @@ def _lone_surrogate(value: Any) -> str | None:
     while stack:
         node, at = stack.pop()
         if isinstance(node, str):
-            if not _encodes(node):
+            if not encodes_as_utf8(node):
                 return at or "(top level)"
         elif isinstance(node, dict):
             for key, child in node.items():
                 name = f"{at}.{key}" if at else str(key)
-                if not _encodes(key):
+                if not encodes_as_utf8(key):
                     return name.encode("utf-8", "backslashreplace").decode()
                 stack.append((child, name))
         elif isinstance(node, list):
@@ -539,7 +539,8 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
-def _encodes(text: str) -> bool:
+def encodes_as_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -238,14 +238,19 @@ def _git_repo(path: Path) -> git.Repo:
     return GitRepo(path).repo
 
 
+def _repo_with_a_model(repo_dir: Path) -> tuple[git.Repo, str]:
+    """A repository whose one commit adds model.py; the commit's sha."""
+    repo = _git_repo(repo_dir)
+    (repo_dir / "model.py").write_text("v1\n")
+    repo.index.add(["model.py"])
+    return repo, repo.index.commit("model v1").hexsha
+
+
 def test_baseline_recorded_on_main_gates_a_feature_branch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo_dir = tmp_path / "repo"
-    repo = _git_repo(repo_dir)
-    (repo_dir / "model.py").write_text("v1\n")
-    repo.index.add(["model.py"])
-    first = repo.index.commit("model v1").hexsha
+    repo, first = _repo_with_a_model(repo_dir)
     profile = LEVEL1
     # Record on main, commit the baseline (as the Action does).
     assert (
@@ -533,10 +538,7 @@ def test_baseline_list_shows_the_store_past_a_damaged_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo_dir = tmp_path / "repo"
-    repo = _git_repo(repo_dir)
-    (repo_dir / "model.py").write_text("v1\n")
-    repo.index.add(["model.py"])
-    sha = repo.index.commit("model v1").hexsha
+    _, sha = _repo_with_a_model(repo_dir)
     for benchmark in ("bert", "resnet"):
         update = ["baseline", "update", "--from", str(LEVEL1), "--benchmark", benchmark]
         assert main([*update, "--env", "npu", "--repo", str(repo_dir)]) == 0

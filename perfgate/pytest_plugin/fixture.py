@@ -18,7 +18,7 @@ from perfgate.analysis.compare import Comparison
 from perfgate.errors import ConfigError, PerfgateError, StoreError
 from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
-from perfgate.records import RunRecord, merge_processes
+from perfgate.records import RunRecord, encodes_as_utf8, merge_processes
 from perfgate.report.results import BenchmarkResult
 from perfgate.rules import Rules
 from perfgate.store.keys import check_name
@@ -509,7 +509,7 @@ def _json_value(value: object, depth: int = 0) -> object:
     if depth > 20:
         raise ValueError(": is nested deeper than 20 levels")
     if value is None or isinstance(value, bool | str):
-        if isinstance(value, str) and not _encodes(value):
+        if isinstance(value, str) and not encodes_as_utf8(value):
             raise ValueError(": holds a lone UTF-16 surrogate, which is no text")
         return value
     if isinstance(value, numbers.Integral):
@@ -533,7 +533,7 @@ def _json_value(value: object, depth: int = 0) -> object:
     if isinstance(value, Mapping):
         mapping: dict[str, object] = {}
         for key, child in value.items():
-            if not isinstance(key, str) or not _encodes(key):
+            if not isinstance(key, str) or not encodes_as_utf8(key):
                 raise ValueError(f": has the key {_shown(key)}, not a string")
             try:
                 mapping[key] = _json_value(child, depth + 1)
@@ -541,14 +541,6 @@ def _json_value(value: object, depth: int = 0) -> object:
                 raise ValueError(f"[{key!r}]{exc}") from None
         return mapping
     raise ValueError(f": is a {type(value).__name__} ({_shown(value)})")
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _fail(message: str) -> NoReturn:
