@@ -22,6 +22,7 @@ from perfgate.analysis.compare import (
     operator_deltas,
 )
 from perfgate.analysis.statistics import (
+    IDLE_SHARE_MIN_SLOPE,
     RoundValues,
     min_attainable_p,
     session_prior,
@@ -624,6 +625,40 @@ def test_a_first_baseline_assumes_a_session_moves_a_share_by_its_logistic_slope(
     rose = judge_rounds(copies, none, shares(0.03, noise=0.0005, seed=2), default)
     assert rose.status == REGRESSION
     assert rose.noise_session_assumed is not None and rose.noise_session_assumed < 1e-4
+
+
+def test_a_share_of_idle_time_is_assumed_to_move_at_least_2pt_between_sessions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # transformer_infer's utilization, unchanged code, against a first baseline recorded at
+    # 94.6% (three processes within 0.4pt): re-runs read 88.7…94.2%, and those at -3.8pt and
+    # -5.9pt failed the build (p=0.0032, 0.0034). The slope assumed ±0.93pt; gaps between
+    # operators move more.
+    default = Statistics()
+    assert session_prior(0.20, log=False, centre=0.946) == pytest.approx(0.0093, abs=1e-4)
+    idle = session_prior(0.20, log=False, centre=0.946, min_slope=IDLE_SHARE_MIN_SLOPE)
+    assert idle == pytest.approx(0.020, abs=1e-4)
+    # Where the slope is steeper it stands; a dedicated runner's 2% assumes a tenth as much.
+    assert session_prior(0.20, log=False, centre=0.5, min_slope=0.11) == pytest.approx(0.0456, 1e-3)
+    assert session_prior(0.02, log=False, centre=0.946, min_slope=0.11) == pytest.approx(
+        0.0022, abs=1e-4
+    )
+    base = shares(0.946, processes=3, noise=0.003, seed=1)
+    drifted = shares(0.887, noise=0.003, seed=2)
+    assert judge_rounds(UTIL, base, drifted, default).status == UNSTABLE
+    with monkeypatch.context() as patch:  # the slope alone: the false alarm
+        patch.setattr("perfgate.analysis.compare.IDLE_SHARE_MIN_SLOPE", 0.0)
+        assert judge_rounds(UTIL, base, drifted, default).status == REGRESSION
+    # A host that now idles a fifth of the step is past any session: still a regression.
+    assert judge_rounds(UTIL, base, shares(0.75, noise=0.003, seed=2), default).status == (
+        REGRESSION
+    )
+    # Copy ratio keeps the slope: a copy that appears is work, not a gap.
+    copies = RULES.metrics["copy_ratio"]
+    few = shares(0.0146, processes=3, noise=0.0005, seed=1)
+    more = judge_rounds(copies, few, shares(0.04, noise=0.0005, seed=2), default)
+    assert more.status == REGRESSION
+    assert more.noise_session_assumed == pytest.approx(0.0146 * 0.9854 * math.log(1.2), 1e-2)
 
 
 def test_a_first_baseline_on_a_shared_runner_calls_only_what_no_session_shift_explains() -> None:

@@ -23,7 +23,8 @@ The standard error of the change counts the noise of whole **sessions** too (a r
 moves with the runner's day): estimated from three or more baselines of the same code, else
 assumed (``statistics.session_noise``: a relative move of a time; for a ratio of the step,
 what one part of the step moving that much against the rest does to a share ``u``,
-u·(1 − u)·log(1 + noise): :func:`~perfgate.analysis.statistics.session_prior`) — the
+u·(1 − u)·log(1 + noise), the slope at least 0.11 for a share of idle time:
+:func:`~perfgate.analysis.statistics.session_prior`) — the
 assumption only raises the bar for a regression. **Stalled rounds** are clipped to 4 robust
 SDs from their process's median first, so one stall moves neither centre nor spread. A
 change **far beyond the noise** (twice the reference, every current process 1.5× beyond
@@ -55,6 +56,7 @@ from typing import Any, Literal
 import numpy as np
 
 from perfgate.analysis.statistics import (
+    IDLE_SHARE_MIN_SLOPE,
     Difference,
     RoundValues,
     clean,
@@ -221,6 +223,11 @@ def _metric_value(log: bool, value: float) -> float:
     return math.exp(value) if log else value
 
 
+# Shares whose small part is the step's idle time: a session moves them more than its slope
+# (statistics.IDLE_SHARE_MIN_SLOPE).
+IDLE_SHARES = ("utilization", "free_ratio")
+
+
 def judge_rounds(
     rule: MetricRule,
     baseline: RoundValues,
@@ -281,7 +288,8 @@ def judge_rounds(
     else:
         measured = difference(pooled, current)
         if measured is not None:
-            prior = session_prior(stats.session_noise, log=log, centre=centre_b)
+            slope = IDLE_SHARE_MIN_SLOPE if rule.metric in IDLE_SHARES else 0.0
+            prior = session_prior(stats.session_noise, log=log, centre=centre_b, min_slope=slope)
             diff = with_session_noise(measured, sessions, prior)
     # An assumed session noise raises the bar for a regression only: what the run cannot
     # tell apart ("unstable") is said from the noise it measured.
