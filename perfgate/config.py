@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import re
-import reprlib
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -40,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from perfgate.errors import ConfigError
+from perfgate.errors import ConfigError, clipped, shown
 from perfgate.rules import (
     ADVISOR_RULES,
     METRICS,
@@ -64,32 +63,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 
-class _BoundedRepr(reprlib.Repr):
-    """Values as messages show them, bounded: a hostile file's value may be an integer of
-    10,000 digits (``repr`` refuses it) or an alias bomb whose full text would not fit in
-    memory."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxlevel = 3
-        self.maxdict = self.maxlist = self.maxtuple = self.maxset = 6
-        self.maxstring = self.maxother = self.maxlong = 60
-
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 128:
-            return f"<an integer of about {x.bit_length() * math.log10(2):.0f} digits>"
-        return super().repr_int(x, level)
-
-
-_shown = _BoundedRepr().repr
-
-
-def _clipped(message: object, limit: int = 120) -> str:
-    """A parser's message on one line, at most ``limit`` characters."""
-    text = " ".join(str(message).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _has_control(text: str) -> bool:
     """Whether ``text`` holds a control character (a newline, NUL, DEL …)."""
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
@@ -110,18 +83,18 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
     forms = {Unit.RELATIVE: "5%", Unit.POINTS: "3pt", Unit.MICROSECONDS: "2ms or 500us"}
     expected = " or ".join(forms[u] for u in allowed)
     if isinstance(text, bool) or not isinstance(text, (str, int, float)) or _huge(text):
-        raise ConfigError(f"{key}: {_shown(text)} is not a threshold (expected e.g. {expected})")
+        raise ConfigError(f"{key}: {shown(text)} is not a threshold (expected e.g. {expected})")
     match = _THRESHOLD.match(str(text))
     if not match:
         hint = " (a number needs a unit)" if re.fullmatch(r"\s*[\d.]+\s*", str(text)) else ""
         raise ConfigError(
-            f"{key}: {_shown(text)} is not a threshold{hint} (expected e.g. {expected})"
+            f"{key}: {shown(text)} is not a threshold{hint} (expected e.g. {expected})"
         )
     sign, number, suffix = match.group(1), float(match.group(2)), match.group(3)
     if sign == "-":
         # The direction is the metric's (max_increase / max_drop): a sign would invert it.
         raise ConfigError(
-            f"{key}: {_shown(text)} is negative; a limit is a size in the metric's bad direction "
+            f"{key}: {shown(text)} is negative; a limit is a size in the metric's bad direction "
             f"(expected e.g. {expected})"
         )
     if suffix in _TIME_UNITS:
@@ -132,18 +105,18 @@ def parse_threshold(text: object, *, key: str, allowed: tuple[Unit, ...]) -> Thr
         unit, value = Unit.RELATIVE, number / 100
     if unit not in allowed:
         raise ConfigError(
-            f"{key}: {_shown(text)} is in {unit.value}, not allowed here (expected e.g. {expected})"
+            f"{key}: {shown(text)} is in {unit.value}, not allowed here (expected e.g. {expected})"
         )
     if not math.isfinite(value) or (unit is Unit.RELATIVE and value > _MAX_RELATIVE):
         # No change crosses such a limit: it would switch the gate off without saying so.
         raise ConfigError(
-            f"{key}: {_shown(text)} is too large (at most {_MAX_RELATIVE:.0%}; expected e.g. "
+            f"{key}: {shown(text)} is too large (at most {_MAX_RELATIVE:.0%}; expected e.g. "
             f"{expected}; gate: false switches a metric's gate off)"
         )
     if unit is Unit.POINTS and value > 1:
         # A ratio moves 100 points at most: a larger limit is no limit (use gate: false).
         raise ConfigError(
-            f"{key}: {_shown(text)} is over 100pt, more than a ratio can move (expected e.g. "
+            f"{key}: {shown(text)} is over 100pt, more than a ratio can move (expected e.g. "
             f"{expected}; gate: false switches the metric's gate off)"
         )
     return Threshold(value=value, unit=unit, text=str(text).strip())
@@ -178,11 +151,11 @@ def _check_keys(section: object, allowed: tuple[str, ...], where: str) -> Mappin
         return {}
     if not isinstance(section, Mapping):
         raise ConfigError(
-            f"{where}: expected a mapping, got {type(section).__name__} {_shown(section)}"
+            f"{where}: expected a mapping, got {type(section).__name__} {shown(section)}"
         )
     for key in section:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {_shown(key)} (allowed: {', '.join(allowed)})")
+            raise ConfigError(f"{where}: unknown key {shown(key)} (allowed: {', '.join(allowed)})")
     return section
 
 
@@ -226,7 +199,7 @@ def _share_of_step(text: object, key: str) -> float:
     """A share of the step such as ``15%``, as a fraction of at most 1."""
     share = parse_threshold(text, key=key, allowed=(Unit.RELATIVE,))
     if share.value > 1:
-        raise ConfigError(f"{key}: {_shown(text)} is over 100% of the step")
+        raise ConfigError(f"{key}: {shown(text)} is over 100% of the step")
     return share.value
 
 
@@ -250,7 +223,7 @@ def _parse_operator_rule(spec: object, key: str, rule: OperatorRule) -> Operator
 
 def _bool(value: object, key: str) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"{key}: {_shown(value)} is not true or false")
+        raise ConfigError(f"{key}: {shown(value)} is not true or false")
     return value
 
 
@@ -262,7 +235,7 @@ _MAX_COUNT = 1_000_000
 def _int(value: object, key: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _MAX_COUNT:
         raise ConfigError(
-            f"{key}: {_shown(value)} is not a whole number from {minimum} to {_MAX_COUNT:,}"
+            f"{key}: {shown(value)} is not a whole number from {minimum} to {_MAX_COUNT:,}"
         )
     return value
 
@@ -282,7 +255,7 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
         ):
             # Below 1e-6 the critical values are infinite: no change would ever be flagged.
             raise ConfigError(
-                f"{where}.alpha: {_shown(alpha)} is not a probability in (0, 1) of at least "
+                f"{where}.alpha: {shown(alpha)} is not a probability in (0, 1) of at least "
                 f"{_MIN_ALPHA:g} (e.g. 0.01)"
             )
         stats = replace(stats, alpha=float(alpha))
@@ -309,7 +282,7 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
             or not 0 < seconds < math.inf
         ):
             raise ConfigError(
-                f"{where}.max_seconds: {_shown(seconds)} is not a number of seconds > 0"
+                f"{where}.max_seconds: {shown(seconds)} is not a number of seconds > 0"
             )
         stats = replace(stats, max_seconds=float(seconds))
     if stats.max_rounds < stats.rounds:
@@ -346,10 +319,10 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
         if key in section:
             value = section[key]
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"{where}.{key}: {_shown(value)} is not a non-empty string")
+                raise ConfigError(f"{where}.{key}: {shown(value)} is not a non-empty string")
             if len(value) > _MAX_PATH_TEXT or _has_control(value):
                 raise ConfigError(
-                    f"{where}.{key}: {_shown(value)} is not a name git and the file system "
+                    f"{where}.{key}: {shown(value)} is not a name git and the file system "
                     f"take (expected at most {_MAX_PATH_TEXT} characters, no control characters)"
                 )
             texts[key] = value
@@ -364,22 +337,22 @@ def _parse_baseline(section: object, where: str) -> BaselineSettings:
     if store.is_absolute() or ".." in store.parts:
         # Baselines are committed with the code: the store lives inside the repository.
         raise ConfigError(
-            f"{where}.dir: {_shown(settings.dir)} leaves the repository (expected a relative path "
+            f"{where}.dir: {shown(settings.dir)} leaves the repository (expected a relative path "
             "inside it, e.g. baselines)"
         )
     if settings.branch is not None and settings.branch.startswith("-"):
         raise ConfigError(
-            f"{where}.branch: {_shown(settings.branch)} is no branch name (a name never starts "
+            f"{where}.branch: {shown(settings.branch)} is no branch name (a name never starts "
             "with '-'; expected e.g. main)"
         )
     if not store.parts or any(part.startswith(".git") for part in store.parts):
         raise ConfigError(
-            f"{where}.dir: {_shown(settings.dir)} is the repository's root or inside git's own "
+            f"{where}.dir: {shown(settings.dir)} is the repository's root or inside git's own "
             "files (expected a directory of its own, e.g. baselines)"
         )
     if settings.env != "auto" and not is_safe_name(settings.env):
         raise ConfigError(
-            f"{where}.env: {_shown(settings.env)} is not a safe directory name "
+            f"{where}.env: {shown(settings.env)} is not a safe directory name "
             f"(1 to {MAX_NAME} letters, digits, '.', '_', '-', not starting with '.')"
         )
     return settings
@@ -419,11 +392,11 @@ def _parse_advisor(section: object, where: str) -> AdvisorSettings:
     if "disable" in section:
         names = section["disable"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"{where}.disable: {_shown(names)} is not a list of rule names")
+            raise ConfigError(f"{where}.disable: {shown(names)} is not a list of rule names")
         for name in names:
             if name not in ADVISOR_RULES:
                 raise ConfigError(
-                    f"{where}.disable: unknown rule {_shown(name)} "
+                    f"{where}.disable: unknown rule {shown(name)} "
                     f"(rules: {', '.join(ADVISOR_RULES)})"
                 )
         settings = replace(settings, disable=tuple(names))
@@ -479,13 +452,13 @@ def settings_from_mapping(data: object, source: str) -> Settings:
     profiler = top.get("profiler", "auto")
     if profiler not in PROFILERS:
         raise ConfigError(
-            f"{source}: profiler: {_shown(profiler)} is not one of {', '.join(PROFILERS)}"
+            f"{source}: profiler: {shown(profiler)} is not one of {', '.join(PROFILERS)}"
         )
     benchmarks_section = top.get("benchmarks")
     if benchmarks_section is not None and not isinstance(benchmarks_section, Mapping):
         raise ConfigError(
             f"{source}: benchmarks: expected a mapping of benchmark names, got "
-            f"{_shown(benchmarks_section)}"
+            f"{shown(benchmarks_section)}"
         )
     named: set[str] = set()
     for name in benchmarks_section or {}:
@@ -497,12 +470,12 @@ def settings_from_mapping(data: object, source: str) -> Settings:
             or _has_control(str(name))
         ):
             raise ConfigError(
-                f"{source}: benchmarks: {_shown(name)} is no benchmark name (expected its "
+                f"{source}: benchmarks: {shown(name)} is no benchmark name (expected its "
                 f"name as text, 1 to {_MAX_BENCHMARK_NAME} characters on one line, e.g. "
                 "resnet50_train)"
             )
         if str(name) in named:  # 1 and '1'
-            raise ConfigError(f"{source}: benchmarks: {_shown(str(name))} is named twice")
+            raise ConfigError(f"{source}: benchmarks: {shown(str(name))} is named twice")
         named.add(str(name))
     benchmarks = {
         str(name): parse_rules(override, f"{source}: benchmarks.{name}", rules)
@@ -571,12 +544,12 @@ def _tool_section(path: Path) -> object | None:
     except RecursionError:
         raise ConfigError(f"{path}: not valid TOML: nested too deeply to read") from None
     except ValueError as exc:  # an integer of more than 4,300 digits
-        raise ConfigError(f"{path}: not valid TOML: {_clipped(exc)}") from None
+        raise ConfigError(f"{path}: not valid TOML: {clipped(exc)}") from None
     tool = data.get("tool")
     if tool is None:
         return None
     if not isinstance(tool, dict):
-        raise ConfigError(f"{path}: key 'tool' is {_shown(tool)}, expected a table ([tool])")
+        raise ConfigError(f"{path}: key 'tool' is {shown(tool)}, expected a table ([tool])")
     return tool.get("perfgate")
 
 
@@ -597,7 +570,7 @@ class _StrictLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
-                    f"found the key {_shown(key)} twice",
+                    f"found the key {shown(key)} twice",
                     key_node.start_mark,
                 )
         return super().construct_mapping(node, deep=deep)
@@ -609,9 +582,10 @@ def _yaml_problem(problem: str) -> str:
     tag = re.fullmatch(r"could not determine a constructor for the tag '(.*)'", problem)
     if tag:
         name = re.sub(r"^tag:yaml\.org,2002:", "!!", tag.group(1))
-        clipped = _clipped(name, 60)
-        return f"the tag '{clipped}' is not taken (plain values only; quote it to keep text)"
-    return _clipped(problem)
+        return (
+            f"the tag '{clipped(name, 60)}' is not taken (plain values only; quote it to keep text)"
+        )
+    return clipped(problem)
 
 
 def _load_file(path: Path) -> Settings:
@@ -637,7 +611,7 @@ def _load_file(path: Path) -> Settings:
         # PyYAML's constructors raise these for a tagged value they cannot take
         # (``!!int abc``, ``!!bool maybe``, ``2001-02-30``, an integer of 5,000 digits).
         raise ConfigError(
-            f"{path}: not valid YAML: a value cannot be read as its type ({_clipped(exc)}); "
+            f"{path}: not valid YAML: a value cannot be read as its type ({clipped(exc)}); "
             "quote it to keep it as text"
         ) from None
     return settings_from_mapping(data if data is not None else {}, str(path))

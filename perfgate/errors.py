@@ -7,6 +7,8 @@ on one line and exit with status 2. Anything else escaping is a bug in perfgate.
 
 from __future__ import annotations
 
+import math
+import reprlib
 from pathlib import Path
 
 
@@ -57,3 +59,30 @@ class StoreError(PerfgateError):
 
 class ConfigError(PerfgateError):
     """A configuration file or option with an unknown key or a bad value."""
+
+
+class _BoundedRepr(reprlib.Repr):
+    """Values as messages show them, bounded: a hostile file's value may be an integer of
+    10,000 digits (``repr`` refuses it) or an alias bomb whose full text would not fit in
+    memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxdict = self.maxlist = self.maxtuple = self.maxset = 6
+        self.maxstring = self.maxother = self.maxlong = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<an integer of about {x.bit_length() * math.log10(2):.0f} digits>"
+        return super().repr_int(x, level)
+
+
+shown = _BoundedRepr().repr
+"""A value as a message shows it, bounded (``shown(10**5000)`` does not raise)."""
+
+
+def clipped(message: object, limit: int = 120) -> str:
+    """A message (a parser's, an exception's) on one line, at most ``limit`` characters."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -73,6 +73,7 @@ from perfgate.analysis.statistics import (
     with_session_noise,
 )
 from perfgate.analysis.summary import side_summary
+from perfgate.errors import clipped
 from perfgate.records import OperatorEntry, RunRecord
 from perfgate.rules import MetricRule, OperatorRule, Rules, Statistics, Threshold, Unit
 from perfgate.verdict import MetricStatus, Verdict
@@ -677,14 +678,13 @@ def parameter_differences(baseline: Mapping[str, Any], current: Mapping[str, Any
     for name in sorted(set(baseline) | set(current)):
         b, c = baseline.get(name, "(none)"), current.get(name, "(none)")
         if b != c:
-            lines.append(f"{name}: {_short(b)} → {_short(c)}")
+            lines.append(f"{name}: {_json_text(b)} → {_json_text(c)}")
     return lines[:5] + ([f"and {len(lines) - 5} more"] if len(lines) > 5 else [])
 
 
-def _short(value: object, limit: int = 40) -> str:
+def _json_text(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, 40)
 
 
 # Which operators explain a metric: copy ratio is explained by copy tasks, and so on. A drop

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import pytest
 
 from perfgate.analysis.compare import Comparison
-from perfgate.errors import ConfigError, PerfgateError, StoreError
+from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
 from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
 from perfgate.records import RunRecord, encodes_as_utf8, merge_processes
@@ -88,7 +88,7 @@ class Benchmark:
         """
         self._once("run")
         if not callable(step_fn):
-            _fail(f"perfgate.run: step_fn must be callable (one step), got {_shown(step_fn)}")
+            _fail(f"perfgate.run: step_fn must be callable (one step), got {shown(step_fn)}")
         # A marker's 0 is a value, not "unset": only None falls back to the default.
         steps = _count("steps", steps if steps is not None else self.default_steps, 20, 1)
         warmup = _count("warmup", warmup if warmup is not None else self.default_warmup, 3, 0)
@@ -403,7 +403,7 @@ class Benchmark:
     def _once(self, what: str) -> None:
         """One measurement per test: a second one would be a second run of the same
         benchmark name, and the second baseline would replace the first."""
-        if self.result is not None or self._started:
+        if self._started:  # (a kept result implies it)
             _fail(
                 f"perfgate.{what}: benchmark {self.name!r} was already measured in this test; "
                 "measure one benchmark per test (parametrize the test for variants)"
@@ -456,13 +456,7 @@ def _round_noise(record: RunRecord) -> float | None:
 
 def _exception_line(exc: BaseException) -> str:
     """``ValueError: bad shape`` on one line, at most 300 characters."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= 300 else text[:299] + "…"
-
-
-def _shown(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(f"{type(exc).__name__}: {exc}", 300)
 
 
 def _count(name: str, value: object, default: int, minimum: int) -> int:
@@ -475,7 +469,7 @@ def _count(name: str, value: object, default: int, minimum: int) -> int:
         whole = True  # "20" from an ini or an environment variable
     number = int(value) if whole else None  # type: ignore[call-overload]
     if number is None or number < minimum:
-        _fail(f"perfgate: {name} must be a whole number >= {minimum}, got {_shown(value)}")
+        _fail(f"perfgate: {name} must be a whole number >= {minimum}, got {shown(value)}")
     return number
 
 
@@ -534,13 +528,13 @@ def _json_value(value: object, depth: int = 0) -> object:
         mapping: dict[str, object] = {}
         for key, child in value.items():
             if not isinstance(key, str) or not encodes_as_utf8(key):
-                raise ValueError(f": has the key {_shown(key)}, not a string")
+                raise ValueError(f": has the key {shown(key)}, not a string")
             try:
                 mapping[key] = _json_value(child, depth + 1)
             except ValueError as exc:
                 raise ValueError(f"[{key!r}]{exc}") from None
         return mapping
-    raise ValueError(f": is a {type(value).__name__} ({_shown(value)})")
+    raise ValueError(f": is a {type(value).__name__} ({shown(value)})")
 
 
 def _fail(message: str) -> NoReturn:
