@@ -355,9 +355,10 @@ def project_root(config: pytest.Config) -> Path:
     else the top of the repository. Outside git, the rootdir.
     """
     from perfgate.config import has_settings
+    from perfgate.store.git import work_tree
 
     start = Path(config.rootpath)
-    top = _git_toplevel(start)
+    top = work_tree(start)
     if top is None or (top != start and top not in start.parents):
         return start
     for folder in (start, *start.parents):
@@ -366,20 +367,6 @@ def project_root(config: pytest.Config) -> Path:
         if folder == top:
             break
     return start if config.inipath is not None else top
-
-
-def _git_toplevel(folder: Path) -> Path | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:  # no git at all
-        return None
-    line = done.stdout.strip()
-    return Path(line).resolve() if done.returncode == 0 and line else None
 
 
 class _Paths:

@@ -143,6 +143,21 @@ def is_shallow(repo_dir: Path) -> bool:
         return _is_shallow(repo)
 
 
+def work_tree(folder: Path) -> Path | None:
+    """The top folder of the git work tree that holds ``folder`` (commits or not), or None
+    outside git or without a git executable."""
+    try:
+        git = _git_module()
+    except PerfgateError:
+        return None
+    try:
+        with git.Repo(folder, search_parent_directories=True) as repo:
+            top = repo.working_tree_dir
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    return Path(top).resolve() if top else None
+
+
 # Where the default branch is looked for, in order, after origin/HEAD.
 _USUAL_DEFAULTS = ("main", "master")
 
