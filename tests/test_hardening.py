@@ -721,6 +721,26 @@ def test_a_fifo_named_profiler_info_is_passed_over_not_waited_on(tmp_path: Path)
     assert json.loads(done.stdout)["metrics"]["step_time_us"]["median"] > 0
 
 
+def test_a_fifo_named_profiler_info_beside_a_db_is_passed_over_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    source = Path(__file__).parent / "data" / "ascend_db" / "pytorch_db_level1_rank0_ascend_pt"
+    profile = tmp_path / source.name
+    (profile / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    db = "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    shutil.copyfile(source / db, profile / db)
+    os.mkfifo(profile / "profiler_info_0.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,  # it used to wait for a writer forever
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metrics"]["step_time_us"]["median"] > 0
+
+
 def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path: Path) -> None:
     results = Path(__file__).parent / "data" / "records" / "host_copy.results.json"
     page = tmp_path / "report.html"

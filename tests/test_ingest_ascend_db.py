@@ -496,3 +496,44 @@ def test_a_bad_task_time_is_told_as_sqlite_holds_it(
         load_profile(path)
     # Was "row 1 holds np.float64(nan)" for the NULL.
     assert f"column 'TASK.endNs': {said} (expected integer nanoseconds" in str(error.value)
+
+
+def _torch_db_copy(tmp_path: Path) -> Path:
+    """The torch_npu .db directory without analysis.db (which is not read here)."""
+    target = tmp_path / TORCH_PT.name
+    (target / TORCH_OUTPUT.name).mkdir(parents=True)
+    shutil.copyfile(TORCH_DB, target / TORCH_OUTPUT.name / TORCH_DB.name)
+    return target
+
+
+def test_a_profiler_info_after_a_byte_order_mark_gives_the_same_metadata(
+    tmp_path: Path, torch_db: Profile
+) -> None:
+    target = _torch_db_copy(tmp_path)
+    info = (TORCH_PT / "profiler_info_0.json").read_bytes()
+    (target / "profiler_info_0.json").write_bytes(b"\xef\xbb\xbf" + info)
+    profile = ascend_db.read(target)
+    assert profile.metadata["profiler_level"] == "Level1"
+    assert profile.metadata == torch_db.metadata
+    assert not [note for note in profile.notes if "profiler_info" in note]
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b'{"config": {"common_config": {"', "is not valid JSON"),
+        (b"[1, 2]", "does not hold a JSON object"),
+    ],
+)
+def test_a_damaged_profiler_info_beside_a_db_is_a_note_and_the_tasks_are_read(
+    tmp_path: Path, torch_db: Profile, content: bytes, problem: str
+) -> None:
+    target = _torch_db_copy(tmp_path)
+    (target / "profiler_info_0.json").write_bytes(content)
+    profile = ascend_db.read(target)
+    assert "profiler_level" not in profile.metadata
+    assert profile.metadata["device"] == "Ascend910B"  # NPU_INFO, from the database
+    pd.testing.assert_frame_equal(profile.tasks, torch_db.tasks)
+    [note] = [n for n in profile.notes if "profiler_info_0.json" in n]
+    assert note.startswith(f"{target / 'profiler_info_0.json'}: {problem}")
+    assert note.endswith("skipped: versions and profiler level not recorded")

@@ -690,3 +690,13 @@ def test_a_corrupt_communication_json_or_api_statistic_changes_nothing(tmp_path:
     pd.testing.assert_frame_equal(damaged.tasks, intact.tasks)
     pd.testing.assert_frame_equal(damaged.steps, intact.steps)
     assert damaged.notes == intact.notes
+
+
+def test_a_profiler_info_after_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    rank_dir = copy_rank_dir(LEVEL1, tmp_path / "x_ascend_pt")
+    info = rank_dir / "profiler_info_0.json"
+    info.write_bytes(b"\xef\xbb\xbf" + info.read_bytes())
+    profile, intact = read(rank_dir), read(LEVEL1)
+    assert profile.metadata["profiler_level"] == "Level1"
+    assert profile.metadata == intact.metadata
+    assert profile.notes == intact.notes

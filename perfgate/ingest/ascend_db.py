@@ -14,7 +14,6 @@ docs/formats.md §6. Interval logic stays in integer ns; the canonical times are
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -31,7 +30,12 @@ from perfgate.errors import ProfileError
 from perfgate.ingest import FormatReader
 from perfgate.ingest.assemble import Part, assemble
 from perfgate.ingest.categories import categorize
-from perfgate.ingest.common import row_codes, strip_shape_quotes
+from perfgate.ingest.common import (
+    read_auxiliary,
+    read_json_object,
+    row_codes,
+    strip_shape_quotes,
+)
 from perfgate.ingest.progress import read_whole
 from perfgate.model import (
     BREAKDOWN_COLUMNS,
@@ -1411,12 +1415,13 @@ def _profiler_info(located: _Located) -> tuple[dict[str, Any], list[str]]:
     parent = located.db.parent
     roots = [parent.parent, parent] if parent.name == ASCEND_PROFILER_OUTPUT else [parent]
     for root in roots:
-        for info_path in sorted(root.glob("profiler_info*.json")):
-            try:
-                info = json.loads(info_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError) as e:
-                return {}, [f"{info_path} is unreadable ({e}): versions and level not recorded"]
-            return (info if isinstance(info, dict) else {}), []
+        # Regular files only: a FIFO of that name would block the reading.
+        for info_path in sorted(p for p in root.glob("profiler_info*.json") if p.is_file()):
+            notes: list[str] = []
+            info = read_auxiliary(
+                read_json_object, info_path, notes, "versions and profiler level not recorded"
+            )
+            return (info or {}), notes
     return {}, []
 
 

@@ -54,9 +54,10 @@ def concat_frames(
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    """A small JSON file holding one object (``profiler_info*.json``)."""
+    """A small JSON file holding one object (``profiler_info*.json``); a UTF-8 byte order
+    mark before it is skipped, as for the traces."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ProfileError(path, f"cannot be read ({exc.strerror or exc})") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
