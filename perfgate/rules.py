@@ -6,6 +6,8 @@ or ``[tool.perfgate]`` and validates them; the analysis only reads them.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -255,3 +257,20 @@ class Settings:
     def rules_for(self, benchmark: str) -> Rules:
         """The rules of ``benchmark``: its ``benchmarks.<name>`` overrides, else the defaults."""
         return self.benchmarks.get(benchmark, self.rules)
+
+    def misnamed(self, run: Iterable[str]) -> list[str]:
+        """A line for each ``benchmarks.<name>`` entry that names no benchmark of ``run`` but
+        looks like the misspelt name of one without an entry: that benchmark is judged by
+        the defaults, which its author did not mean. Entries for benchmarks simply not run
+        (a subset of the suite) are not named."""
+        run_names = set(run)
+        by_folded = {name.casefold(): name for name in sorted(run_names - set(self.benchmarks))}
+        lines = []
+        for name in sorted(set(self.benchmarks) - run_names):
+            close = difflib.get_close_matches(name.casefold(), by_folded, n=1, cutoff=0.8)
+            if close:
+                lines.append(
+                    f"{self.source}: benchmarks.{name} names no benchmark of this run; did you "
+                    f"mean {by_folded[close[0]]}? (that one has the default rules)"
+                )
+        return lines

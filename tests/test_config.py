@@ -286,3 +286,24 @@ def test_a_directory_given_as_the_configuration_says_so(tmp_path: Path) -> None:
     assert str(error.value).startswith(f"{tmp_path}: is a directory (expected a configuration")
     with pytest.raises(ConfigError, match="configuration file not found"):
         load_settings(tmp_path / "perfgate.yaml")
+
+
+def test_an_entry_is_named_only_when_it_looks_like_a_run_benchmark_without_its_own(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "perfgate.yaml"
+    config.write_text(
+        "benchmarks:\n"
+        "  CNN_Train: {thresholds: {step_time: {max_increase: 8%}}}\n"  # case: cnn_train
+        "  resnet50_trian: {thresholds: {step_time: {max_increase: 8%}}}\n"  # has its own
+        "  resnet50_train: {thresholds: {step_time: {max_increase: 8%}}}\n"
+        "  bert_large: {thresholds: {step_time: {max_increase: 8%}}}\n"  # not run: unnamed
+    )
+    settings = load_settings(config)
+    run = ["cnn_train", "resnet50_train", "input_pipeline"]
+    assert settings.misnamed(run) == [
+        f"{config}: benchmarks.CNN_Train names no benchmark of this run; did you mean "
+        "cnn_train? (that one has the default rules)"
+    ]
+    assert settings.misnamed(["CNN_Train", "resnet50_train"]) == []
+    assert default_settings().misnamed(run) == []

@@ -650,3 +650,25 @@ def test_an_interrupted_session_says_so_in_its_reports(project: pytest.Pytester)
     # It read as a whole session's report of one benchmark.
     summary = (project.path / "perfgate-out" / "summary.md").read_text()
     assert summary.startswith(f"> **{note}**\n\n### perfgate: ")
+
+
+def test_a_misspelt_benchmarks_entry_is_named_with_the_benchmark_it_missed(
+    project: pytest.Pytester,
+) -> None:
+    # "loops" was meant for the benchmark "loop", which was judged by the defaults instead;
+    # resnet50_train is simply not part of this run and is not named.
+    (project.path / "perfgate.yaml").write_text(
+        "benchmarks:\n"
+        "  loops: {thresholds: {step_time: {max_increase: 50%}}}\n"
+        "  resnet50_train: {thresholds: {step_time: {max_increase: 50%}}}\n"
+    )
+    _quick_benchmark(project)
+    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "test_quick.py")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "warning: */perfgate.yaml: benchmarks.loops names no benchmark of this run; "
+            "did you mean loop? (that one has the default rules)"
+        ]
+    )
+    assert "resnet50_train" not in result.stdout.str()

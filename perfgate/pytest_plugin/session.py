@@ -331,6 +331,8 @@ class PerfgateSession:
         if self.report_error is None:
             write(f"results: {self.json_path}")
             write(f"report:  {self.md_path}")
+        for line in self.settings.misnamed(r.record["benchmark"] for r in self.results):
+            write(f"warning: {line}")
         unjudged = [r for r in self.results if r.verdict in (Verdict.NO_BASELINE, Verdict.ERROR)]
         if unjudged and is_shallow_checkout(self.rootdir):
             write(
