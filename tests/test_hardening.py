@@ -741,6 +741,39 @@ def test_a_fifo_named_profiler_info_beside_a_db_is_passed_over_not_waited_on(
     assert json.loads(done.stdout)["metrics"]["step_time_us"]["median"] > 0
 
 
+@pytest.mark.parametrize(
+    ("profile_dir", "fifo"),
+    [
+        ("msprof_full_db", "msprof_1.db"),  # sorts after msprof_0.db: the one read
+        (
+            "pytorch_db_level1_rank0_ascend_pt",
+            "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_1.db",
+        ),
+    ],
+)
+def test_a_fifo_named_like_a_database_is_passed_over_not_waited_on(
+    tmp_path: Path, profile_dir: str, fifo: str
+) -> None:
+    profile = tmp_path / profile_dir
+    shutil.copytree(Path(__file__).parent / "data" / "ascend_db" / profile_dir, profile)
+    intact = json.loads(_inspect_json(profile))
+    os.mkfifo(profile / fifo)
+    # it used to open the FIFO as the newest export and wait for a writer forever
+    assert json.loads(_inspect_json(profile))["metrics"] == intact["metrics"]
+
+
+def _inspect_json(profile: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path: Path) -> None:
     results = Path(__file__).parent / "data" / "records" / "host_copy.results.json"
     page = tmp_path / "report.html"

@@ -155,7 +155,7 @@ def _find(path: Path, *, reading: bool = False) -> _Located | None:
     if not path.is_dir():
         return None
     for output in (path / ASCEND_PROFILER_OUTPUT, path):
-        dbs = sorted(output.glob(TORCH_NPU_DB_GLOB)) if output.is_dir() else []
+        dbs = _regular_files(output, TORCH_NPU_DB_GLOB) if output.is_dir() else []
         if dbs:
             if any((output / text).exists() for text in _TORCH_NPU_TEXT):
                 return None
@@ -165,7 +165,7 @@ def _find(path: Path, *, reading: bool = False) -> _Located | None:
                     f"{output} holds {len(dbs)} torch_npu databases; read {dbs[-1].name}"
                 )
             return located
-    dbs = sorted(path.glob(MSPROF_DB_GLOB))
+    dbs = _regular_files(path, MSPROF_DB_GLOB)
     if any(next(path.glob(g), None) is not None for g in _MSPROF_TEXT_GLOBS):
         return None
     if not dbs:
@@ -175,6 +175,11 @@ def _find(path: Path, *, reading: bool = False) -> _Located | None:
         # Re-exports add msprof_<timestamp>.db files; the newest name is the latest export.
         located.notes.append(f"{path} holds {len(dbs)} msprof databases; read {dbs[-1].name}")
     return located
+
+
+def _regular_files(folder: Path, pattern: str) -> list[Path]:
+    # A FIFO or folder of a database's name is no database: opening a FIFO waits forever.
+    return sorted(p for p in folder.glob(pattern) if p.is_file())
 
 
 def _in_export_folders(path: Path) -> _Located | None:
@@ -292,6 +297,8 @@ def _read_only_uri(db: Path) -> str:
 @contextmanager
 def _connect(db: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection; a file that is not SQLite is refused before sqlite sees it."""
+    if not db.is_file():  # a FIFO would be waited on forever
+        raise ProfileError(db, "is not a regular file", expected="an SQLite database file")
     try:
         with db.open("rb") as handle:
             magic = handle.read(len(SQLITE_MAGIC))
