@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--benchmark",
         metavar="NAME",
-        help="benchmark name for a profile side. Default: the path's name",
+        help="benchmark name for a profile side (default: the path's name); of a results "
+        "file, compare only this benchmark's run",
     )
     compare.add_argument(
         "--env",
@@ -297,6 +298,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     settings = _settings(args)
     advisor = settings.advisor
     current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)
+    for line in settings.misnamed(record["benchmark"] for record in current.records):
+        print(f"perfgate: warning: {line}", file=sys.stderr)
     if len(args.sides) == 1:
         comparisons = gate_against_store(
             current.records,
@@ -312,7 +315,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if baseline_record is None:
             raise PerfgateError(
                 f"{base.path}: holds no run of benchmark {current_record['benchmark']!r} "
-                f"(it has: {', '.join(r['benchmark'] for r in base.records)})"
+                f"(it has: {', '.join(r['benchmark'] for r in base.records)}); "
+                "--benchmark NAME compares one benchmark of a results file"
             )
         comparisons.append(
             compare_runs(
@@ -389,16 +393,8 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     if settings.baseline.env != "auto" and side.kind == "profile" and not args.env:
         for record in side.records:
             record["env"] = settings.baseline.env
-    records = side.records
-    if side.kind == "results" and args.benchmark:
-        records = [r for r in records if r["benchmark"] == args.benchmark]
-        if not records:
-            names = ", ".join(sorted({r["benchmark"] for r in side.records})) or "none"
-            raise PerfgateError(
-                f"{args.source}: no run of benchmark {args.benchmark!r} (its runs: {names})"
-            )
     paths = record_baselines(
-        records,
+        side.records,
         settings,
         Path(args.repo),
         allow_dirty=args.allow_dirty,

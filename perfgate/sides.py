@@ -55,13 +55,22 @@ def load_side(
 ) -> Side:
     """Read one side. A profile is analysed into a record named ``benchmark`` (default: the
     path's name) in runner environment ``env`` (default: from the profile's fingerprint),
-    with the advisor's hints (``advisor``: their thresholds)."""
+    with the advisor's hints (``advisor``: their thresholds). Of a results file,
+    ``benchmark`` keeps only that benchmark's run."""
     path = Path(path)
     document = _perfgate_document(path)
     if isinstance(document, dict) and document.get("format") == BASELINE_FORMAT:
         return Side(str(path), "baseline", [validate_baseline(document, str(path))])
     if isinstance(document, dict) and document.get("format") == RESULTS_FORMAT:
         runs: list[RunRecord] = list(validate_results(document, str(path))["runs"])
+        if benchmark is not None:
+            chosen = [run for run in runs if run["benchmark"] == benchmark]
+            if not chosen:
+                names = ", ".join(sorted({run["benchmark"] for run in runs})) or "none"
+                raise PerfgateError(
+                    f"{path}: no run of benchmark {benchmark!r} (its runs: {names})"
+                )
+            runs = chosen
         return Side(str(path), "results", runs)
     if document is not None:
         kind = document.get("format") if isinstance(document, dict) else None

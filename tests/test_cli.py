@@ -552,3 +552,35 @@ def test_baseline_list_shows_the_store_past_a_damaged_file(
     assert f"resnet       npu    {sha[:12]}  20" in out
     assert err.startswith(f"perfgate: error: {damaged}: ")
     assert len(err.splitlines()) == 1
+
+
+def test_compare_picks_one_benchmark_of_a_results_file_and_names_a_misspelt_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A baseline file of input_pipeline against a results file of three benchmarks (the
+    # README's host_copy regression): without --benchmark, cnn_train has no baseline there.
+    records = DATA / "records"
+    sides = [str(records / "input_pipeline.baseline.json"), str(records / "host_copy.results.json")]
+    assert main(["compare", *sides]) == 2
+    err = capsys.readouterr().err
+    assert "holds no run of benchmark 'cnn_train' (it has: input_pipeline)" in err
+    assert "--benchmark NAME compares one benchmark of a results file" in err
+
+    config = tmp_path / "perfgate.yaml"
+    config.write_text(
+        "benchmarks:\n  input_pipline: {thresholds: {copy_ratio: {max_increase: 50pt}}}\n"
+    )
+    assert main(["compare", *sides, "--benchmark", "input_pipeline", "--config", str(config)]) == 1
+    out, err = capsys.readouterr()
+    assert "[REGRESSION] input_pipeline" in out
+    assert "copy_ratio   1.55%       41.13%     +39.58pt  +2pt" in out  # the default limit
+    assert err == (
+        f"perfgate: warning: {config}: benchmarks.input_pipline names no benchmark of this run; "
+        "did you mean input_pipeline? (that one has the default rules)\n"
+    )
+
+    assert main(["compare", *sides, "--benchmark", "nope"]) == 2
+    assert (
+        "no run of benchmark 'nope' (its runs: cnn_train, input_pipeline, transformer_infer)"
+        in (capsys.readouterr().err)
+    )
