@@ -22,10 +22,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfgate.analysis.metrics import analyze
 from perfgate.errors import ProfileError
 from perfgate.ingest import load_profile
 from perfgate.ingest.chrome_trace import detect, profiler_step_windows, read, top_level_mask
-from perfgate.model import EPOCH_ORIGIN_US
+from perfgate.model import EPOCH_ORIGIN_US, NO_STEP_MARKS_NOTE
 
 E = EPOCH_ORIGIN_US  # whole epoch µs minus the origin: exact integers in the tables
 
@@ -184,10 +185,14 @@ def test_a_cpu_only_trace_reads_top_level_cpu_ops_and_keeps_the_rank() -> None:
     profile = read(CPU_ONLY)
 
     assert profile.metadata.items() >= {"ranks": [34], "task_basis": "cpu", "device": "cpu"}.items()
-    # ProfilerStep#551 (ts 1212075529876.817 dur 210109.162) holds no op: it is left out rather
-    # than analysed as a step of 0% utilization (docs/formats.md §12)
-    assert profile.steps.empty
-    assert any("551 (rank 34) hold no task of their rank" in n for n in profile.notes)
+    # ProfilerStep#551 (ts 1212075529876.817 dur 210109.162) holds no op. It is the only step,
+    # so it is kept: left out, the 4 ops after it would be analysed as one window in its place
+    # (a 14.587 µs "step" of 27% utilization; docs/formats.md §12)
+    assert profile.steps[["rank", "step"]].values.tolist() == [[34, 551]]
+    span = (profile.steps["end_us"] - profile.steps["start_us"]).tolist()
+    assert span == [pytest.approx(210109.162, abs=1e-3)]
+    assert "no step window holds a task of its rank: the steps are kept" in " ".join(profile.notes)
+    assert NO_STEP_MARKS_NOTE not in profile.notes
     assert profile.metadata["time_origin_us"] == 0  # a trace clock, not epoch µs
     # the only cpu_op events are 4 aten::empty at ts 1212076812889.31…, after the step ended;
     # the gloo:all_reduce ranges on threads 3553/3554 are user_annotation, not ops
@@ -461,3 +466,50 @@ def test_two_traces_claiming_the_same_rank_are_an_error(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="claims rank 0") as info:
         read(tmp_path)
     assert "b.pt.trace.json.gz" in str(info.value)
+
+
+def _one_step_trace(path: Path, kernels: list[tuple[int, int]]) -> Path:
+    """ProfilerStep#1 over [1000, 1100) µs and device kernels at (ts, dur)."""
+    events: list[dict[str, object]] = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000,
+            "dur": 100,
+        },
+    ]
+    for i, (ts, dur) in enumerate(kernels):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k{i}",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts,
+                "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": i + 1},
+            }
+        )
+    path.write_text(json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": events}))
+    return path
+
+
+def test_when_no_step_holds_a_task_the_work_between_steps_is_not_read_as_a_step(
+    tmp_path: Path,
+) -> None:
+    # The kernels at 1200 and 1300 lie after the only step. They used to be analysed as one
+    # window in its place: a 105 µs "step" of 14.29% utilization (found against HTA, which
+    # always takes the whole trace). One kernel inside the step made it a 100 µs step of 10%.
+    after_only = analyze(read(_one_step_trace(tmp_path / "a.json", [(1200, 10), (1300, 5)])))
+    assert after_only.per_step[["step", "step_time_us"]].values.tolist() == [[1, 100.0]]
+    assert after_only.summary["utilization"]["n"] == 0  # unknown: no task inside the step
+    inside = analyze(
+        read(_one_step_trace(tmp_path / "b.json", [(1050, 10), (1200, 10), (1300, 5)]))
+    )
+    assert inside.per_step[["step", "step_time_us", "utilization"]].values.tolist() == [
+        [1, 100.0, 0.1]
+    ]

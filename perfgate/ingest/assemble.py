@@ -253,7 +253,7 @@ def _without_empty_steps(profile: Profile, notes: list[str]) -> pd.DataFrame:
     Such a window says nothing about the device: the trace ends in it, or the step was marked
     on a rank whose device work another file lists. Analysed, it would read as 0% utilization
     and 100% free (docs/formats.md §12). A step the profiler gave its own breakdown for is
-    kept: the profiler measured it.
+    kept: the profiler measured it. So are the steps when every one is empty.
     """
     steps, tasks = profile.steps, profile.tasks
     if steps.empty or tasks.empty:
@@ -279,6 +279,15 @@ def _without_empty_steps(profile: Profile, notes: list[str]) -> pd.DataFrame:
         positions = np.flatnonzero(window.to_numpy())[(windows["rank"] == rank).to_numpy()]
         empty[positions] = (hi == lo) & ~has_tagged.astype(bool)
     if not empty.any():
+        return steps
+    if empty.all():
+        # Left out, nothing would be left, and the tasks outside every step would be analysed
+        # as one window: the work between the steps, read as if it were a step. Kept, the
+        # steps give their time, and nothing is claimed about work the profile does not show.
+        notes.append(
+            "no step window holds a task of its rank: the steps are kept, and the tasks "
+            "outside them are not analysed in their place"
+        )
         return steps
     left_out = steps.loc[empty]
     listed = ", ".join(
