@@ -29,7 +29,7 @@ from perfgate.analysis.statistics import (
     spending_pocock,
 )
 from perfgate.records import OperatorEntry, RunRecord, validate_run
-from perfgate.report.explain import describe_operator, metric_reasons, summary_lines
+from perfgate.report.explain import describe_operator, metric_reasons, summary_lines, verdict_reason
 from perfgate.rules import Rules, Statistics, default_rules
 from perfgate.verdict import MetricStatus, Verdict
 
@@ -552,6 +552,12 @@ def test_on_a_busy_runner_the_wall_time_less_the_wait_for_a_cpu_witnesses_the_ri
         "the runner was busy (other processes used 1.3 CPUs) and the step time less its wait "
         "for a CPU moved only +"
     )
+    # The verdict's one line says the same: it used to give the noise clause, "+30.0% is
+    # past the +5% limit but not significant (p=… ≥ α=0.01)", whatever p was.
+    assert crowded.verdict is Verdict.UNSTABLE
+    reason = verdict_reason(crowded)
+    assert reason is not None and "b: step_time is unstable: the runner was busy" in reason
+    assert "not significant" not in reason
     # The step sleeps 3 ms more: no CPU time, no wait for a CPU — the code's doing, however
     # busy the runner (the CPU time alone would have called it the neighbours').
     sleeping = compare(base, _timed(13.0, 9.8, 1.3, seed=3, queued_ms=0.0), STEP_ONLY)

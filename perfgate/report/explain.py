@@ -65,10 +65,8 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
             "far beyond the noise: at least twice the baseline, and every round's process "
             "1.5× beyond every baseline process"
         )
-    if m.status is MetricStatus.UNSTABLE and m.contended:
-        reasons.append(contention_clause(m))
-    elif m.status is MetricStatus.UNSTABLE:
-        reasons.append(noise_clause(m))
+    if m.status is MetricStatus.UNSTABLE:
+        reasons.append(unstable_clause(m))
     elif m.effect is not None:
         if m.significant is False and m.p_value is not None:
             reasons.append(f"not significant ({p_clause(m.p_value)} ≥ α={m.alpha_look:.2g})")
@@ -96,6 +94,11 @@ def noise_figures(m: MetricJudgement) -> str:
             "(one baseline session; 3 of the same code measure it; statistics.session_noise)"
         )
     return ", ".join(parts) or "unknown"
+
+
+def unstable_clause(m: MetricJudgement) -> str:
+    """Why ``m`` is unstable: the busy runner its wall time rose with, or the noise."""
+    return contention_clause(m) if m.contended else noise_clause(m)
 
 
 def contention_clause(m: MetricJudgement) -> str:
@@ -273,7 +276,7 @@ def _other_reason(c: Comparison) -> str | None:
         unstable = [m for m in c.metrics if m.gated and m.status is MetricStatus.UNSTABLE]
         if unstable:
             m = unstable[0]
-            return f"{c.benchmark}: {m.name} is unstable: {noise_clause(m)}"
+            return f"{c.benchmark}: {m.name} is unstable: {unstable_clause(m)}"
     if c.verdict is Verdict.INCOMPARABLE:
         hard = [w for w in c.warnings if "(hard)" in w]
         return f"{c.benchmark}: incomparable: {hard[0] if hard else 'another environment'}"
