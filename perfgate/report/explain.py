@@ -103,18 +103,26 @@ def unstable_clause(m: MetricJudgement) -> str:
 
 def contention_clause(m: MetricJudgement) -> str:
     """Why a wall-time rise on a busy runner is not called a regression."""
+    change: float | None
     if m.unqueued_change is not None:
-        witness = (
-            f"the step time less its wait for a CPU moved only "
-            f"{format_change(m.unqueued_change, m.unit)}"
-        )
+        name, change = "the step time less its wait for a CPU", m.unqueued_change
     else:
-        cpu = format_change(m.cpu_change, m.unit) if m.cpu_change is not None else "n/a"
-        witness = f"the CPU time per step moved only {cpu}"
+        name, change = "the CPU time per step", m.cpu_change
+    shown = format_change(change, m.unit) if change is not None else "n/a"
+    allowance = m.contention_allowance
+    if change is not None and allowance and change > m.threshold_value:
+        # It rose past the limit, but no further than the neighbours can slow a step.
+        witness = (
+            f"{name} rose {shown}, no more than such neighbours can slow a step (up to "
+            f"{format_change(allowance, m.unit)}: a busy core is shared)"
+        )
+        cause = "the rise cannot be told from the neighbours'"
+    else:
+        witness = f"{name} moved only {shown}"
+        cause = "the wall time rose with the neighbours, not the code"
     return (
         f"the runner was busy (other processes used {m.others_cpus:.1f} CPUs) and {witness}: "
-        "the wall time rose with the neighbours, not the code; run again on a quieter "
-        "runner, or use a same-runner A/B run (perfgate ab)"
+        f"{cause}; run again on a quieter runner, or use a same-runner A/B run (perfgate ab)"
     )
 
 
