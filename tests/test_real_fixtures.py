@@ -136,3 +136,30 @@ def test_a_metadata_only_timeline_is_an_error_not_a_silent_zero(
     err = capsys.readouterr().err
     assert err.startswith(f"perfgate: error: {path}: holds no task or step events")
     assert err.count("\n") == 1
+
+
+# HTA 0.5.0's own functions (get_temporal_breakdown, get_comm_comp_overlap) on its frame of
+# each trace cut to perfgate's ProfilerStep windows, 2026-12-06 (docs/metrics.md): per
+# (rank, step), computing, communication not overlapped, before the first task, memcpy.
+HTA_ON_THE_SAME_WINDOWS = {
+    ("sampled_rank-0.json.gz", 551): (106252.0, 172259.0, 2936.0, 643.0),
+    ("sampled_rank-0.json.gz", 552): (104068.0, 164724.0, 2821.0, 654.0),
+    ("sampled_rank-1.json.gz", 551): (135548.0, 134336.0, 2897.0, 2653.0),
+    ("sampled_rank-1.json.gz", 552): (136425.0, 169187.0, 2843.0, 13820.0),
+}
+
+
+@pytest.mark.parametrize("trace", ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"])
+def test_the_hta_sample_traces_read_as_hta_reads_them_on_the_same_windows(
+    capsys: pytest.CaptureFixture[str], trace: str
+) -> None:
+    assert main(["inspect", str(DATA / "kineto" / trace), "--format", "json"]) == 0
+    for row in json.loads(capsys.readouterr().out)["per_step"]:
+        expected = HTA_ON_THE_SAME_WINDOWS[(trace, row["step"])]
+        got = (
+            row["computing_us"],
+            row["comm_not_overlapped_us"],
+            row["preparing_us"],
+            row["copy_us"],
+        )
+        assert got == pytest.approx(expected, abs=1e-3)
