@@ -704,21 +704,29 @@ def test_a_baseline_update_checks_every_target_before_writing_one(
     assert not (repo / "baselines" / "a").exists()  # it was written before the refusal
 
 
+def _inspect_json(profile: Path) -> dict[str, Any]:
+    """``perfgate inspect PROFILE --format json`` in a process of its own: a reading that
+    waits on a FIFO fails the test after a minute instead of hanging the suite."""
+    done = subprocess.run(
+        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
 def test_a_fifo_named_profiler_info_is_passed_over_not_waited_on(tmp_path: Path) -> None:
     source = Path(__file__).parent / "data" / "torch_npu" / "ascend-msinsight"
     profile = tmp_path / "pytorch_text_level1_rank0_ascend_pt"
     shutil.copytree(source / profile.name, profile)
     (profile / "profiler_info_0.json").unlink()
     os.mkfifo(profile / "profiler_info_0.json")
-    done = subprocess.run(
-        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,  # it used to wait for a writer forever
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["metrics"]["step_time_us"]["median"] > 0
+    # it used to wait for a writer forever
+    assert _inspect_json(profile)["metrics"]["step_time_us"]["median"] > 0
 
 
 def test_a_fifo_named_profiler_info_beside_a_db_is_passed_over_not_waited_on(
@@ -730,15 +738,7 @@ def test_a_fifo_named_profiler_info_beside_a_db_is_passed_over_not_waited_on(
     db = "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
     shutil.copyfile(source / db, profile / db)
     os.mkfifo(profile / "profiler_info_0.json")
-    done = subprocess.run(
-        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,  # it used to wait for a writer forever
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["metrics"]["step_time_us"]["median"] > 0
+    assert _inspect_json(profile)["metrics"]["step_time_us"]["median"] > 0
 
 
 @pytest.mark.parametrize(
@@ -756,22 +756,10 @@ def test_a_fifo_named_like_a_database_is_passed_over_not_waited_on(
 ) -> None:
     profile = tmp_path / profile_dir
     shutil.copytree(Path(__file__).parent / "data" / "ascend_db" / profile_dir, profile)
-    intact = json.loads(_inspect_json(profile))
+    intact = _inspect_json(profile)
     os.mkfifo(profile / fifo)
     # it used to open the FIFO as the newest export and wait for a writer forever
-    assert json.loads(_inspect_json(profile))["metrics"] == intact["metrics"]
-
-
-def _inspect_json(profile: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "perfgate", "inspect", str(profile), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    assert _inspect_json(profile)["metrics"] == intact["metrics"]
 
 
 def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path: Path) -> None:
