@@ -31,8 +31,12 @@ failed) and the results JSON (``runs[].benchmark``, ``runs[].verdict``,
 its comparisons made against the base measured in the pairs), so the script keeps working
 when the internals change.
 
+With ``--neighbours N``, N CPU-bound processes (``while True: pass``, the same priority)
+run beside every run after the baselines are recorded: a shared runner whose other jobs
+keep its cores busy.
+
     python benchmarks/real_noise.py [REPO] [--reruns 10] [--regression-runs 10]
-        [--ab] [--pytest-args "-x ..."] [--json OUT] [--keep]
+        [--ab] [--neighbours N] [--pytest-args "-x ..."] [--json OUT] [--keep]
 """
 
 from __future__ import annotations
@@ -119,6 +123,18 @@ def regression_edit(clone_dir: Path, scenario: str) -> Iterator[None]:
         yield
     finally:
         git(clone_dir, "checkout", "--", MODELS)
+
+
+@contextlib.contextmanager
+def neighbours(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` CPU-bound processes running beside the block, killed after it."""
+    processes = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
 
 
 def run_pytest(
@@ -321,14 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary clone")
     parser.add_argument(
+        "--neighbours",
+        type=int,
+        default=0,
+        help="CPU-bound processes beside the runs (after the baselines are recorded)",
+    )
+    parser.add_argument(
         "--ab",
         action="store_true",
         help=f"same-runner A/B against {AB_BASE} (--perfgate-ab) instead of stored "
         "baselines: no baselines recorded, regressions edited into the working tree",
     )
     args = parser.parse_args(argv)
-    if args.reruns < 0 or args.regression_runs < 0:
-        parser.error("--reruns and --regression-runs must not be negative")
+    if args.reruns < 0 or args.regression_runs < 0 or args.neighbours < 0:
+        parser.error("--reruns, --regression-runs and --neighbours must not be negative")
     extra = shlex.split(args.pytest_args)
 
     tmp = Path(tempfile.mkdtemp(prefix="perfgate-journey-"))
@@ -343,7 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ).stdout.strip()
         print(f"clone {clone_dir} at {head[:12]}; perfgate from {where}", file=sys.stderr)
         if args.ab:
-            runs = journey_ab(clone_dir, args.reruns, args.regression_runs, extra, args.timeout)
+            with neighbours(args.neighbours):
+                runs = journey_ab(clone_dir, args.reruns, args.regression_runs, extra, args.timeout)
             rows = summarize(runs, per_benchmark=True)
             print(render(rows))
             if args.json:
@@ -351,9 +374,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         plan = [("update", 0)] + [("unchanged", i) for i in range(args.reruns)]
         plan += [(s, i) for i in range(args.regression_runs) for s in REGRESSIONS]
-        runs = []
-        for scenario, index in plan:
-            run = run_pytest(
+
+        def run(scenario: str, index: int) -> Json:
+            result = run_pytest(
                 clone_dir,
                 scenario,
                 index,
@@ -361,11 +384,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 update=scenario == "update",
                 timeout=args.timeout,
             )
-            runs.append(run)
-            print(f"{scenario} {index}: {describe(run)}", file=sys.stderr)
-            if scenario == "update" and run["exit_code"] != 0:
-                print(run.get("error", ""), file=sys.stderr)
-                raise SystemExit("recording the baselines failed")
+            print(f"{scenario} {index}: {describe(result)}", file=sys.stderr)
+            return result
+
+        runs = [run(*plan[0])]
+        if runs[0]["exit_code"] != 0:
+            print(runs[0].get("error", ""), file=sys.stderr)
+            raise SystemExit("recording the baselines failed")
+        with neighbours(args.neighbours):
+            runs += [run(scenario, index) for scenario, index in plan[1:]]
         rows = summarize(runs)
         print(render(rows))
         if args.json:

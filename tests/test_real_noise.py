@@ -90,3 +90,12 @@ def test_the_ab_summary_states_the_wall_time_per_benchmark() -> None:
     # The store mode's table keeps its columns.
     store = real_noise.render(real_noise.summarize(runs)).splitlines()
     assert "wall/benchmark" not in store[0]
+
+
+def test_neighbours_run_beside_the_block_and_are_gone_after_it() -> None:
+    with real_noise.neighbours(2) as processes:
+        assert len(processes) == 2
+        assert all(process.poll() is None for process in processes)  # running, CPU-bound
+    assert all(process.poll() is not None for process in processes)
+    with real_noise.neighbours(0) as none:
+        assert none == []
