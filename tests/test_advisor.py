@@ -93,11 +93,13 @@ def test_idle_gaps_trip_on_the_level1_profile_and_name_the_largest_gaps() -> Non
     assert hint.figures["limit"] == 0.15
     assert hint.steps == [50]
     largest = hint.items[0]
-    assert largest["gap_us"] == pytest.approx(1753.367, abs=1e-2)
+    # Transpose … DropOutDoMask (1753.367 µs) holds DSAGenBitMask, device work as the
+    # profiler counts it (DSA_SQE is compute): the largest gap is another.
+    assert largest["gap_us"] == pytest.approx(1318.828, abs=1e-2)
     assert (largest["before"], largest["before_category"], largest["after"]) == (
-        "DSAGenBitMask",
-        "other",
-        "DropOutDoMask",
+        "TransData",
+        "compute",
+        "TransData",
     )
     assert "idle 16.66% of the step" in hint_message(hint)
 

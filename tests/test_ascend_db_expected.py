@@ -42,6 +42,19 @@ def _table(frame: pd.DataFrame) -> dict[str, Any]:
     return {"dtypes": {c: str(t) for c, t in frame.dtypes.items()}, "columns": columns}
 
 
+def _with_later_rules(table: dict[str, Any]) -> dict[str, Any]:
+    """The expected table with the rules changed since cde6c4f applied: DSA_SQE tasks are
+    compute (2026-12-06; the profiler's Computing counts them, see test_ingest_ascend_db)."""
+    columns = table["columns"]
+    if "category" not in columns or "core" not in columns:
+        return table
+    category = [
+        "compute" if core == "DSA_SQE" else cat
+        for core, cat in zip(columns["core"], columns["category"])
+    ]
+    return {**table, "columns": {**columns, "category": category}}
+
+
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_tables_are_those_of_the_reader_before_issue_10(
     case: str, monkeypatch: pytest.MonkeyPatch
@@ -64,8 +77,9 @@ def test_tables_are_those_of_the_reader_before_issue_10(
         ("profile_steps", profile.steps),
     ):
         got = _table(frame)
-        assert got["dtypes"] == expected[label]["dtypes"], label
-        for column, values in expected[label]["columns"].items():
+        wanted = _with_later_rules(expected[label])
+        assert got["dtypes"] == wanted["dtypes"], label
+        for column, values in wanted["columns"].items():
             assert got["columns"][column] == values, f"{label}.{column}"
     assert profile.notes == expected["notes"]
     assert profile.metadata == expected["metadata"]

@@ -28,6 +28,7 @@ import pytest
 
 from perfgate.errors import ProfileError
 from perfgate.ingest import ascend_db, load_profile
+from perfgate.intervals import union_length
 from perfgate.model import BREAKDOWN_COLUMNS, EPOCH_ORIGIN_US, NO_STEP_MARKS_NOTE, Profile
 
 DATA = Path(__file__).parent / "data" / "ascend_db"
@@ -178,15 +179,22 @@ def test_torch_npu_db_keeps_one_row_per_kernel_copy_event_and_collective(
     # COMPUTE_TASK_INFO, same streamId/taskId/connectionId as a sub-task that has it);
     # added: the 4 COMMUNICATION_OP rows. 552 - 296 - 4 - 13 + 4 = 243.
     assert len(torch_db.tasks) == 243
-    # compute: COMPUTE_TASK_INFO taskType AI_CORE 23 + AI_VECTOR_CORE 149 + MIX_AIV 13
-    # (its 2 DSA_SQE are "other"); copy: TASK taskType MEMCPY_ASYNC 24; other: DSA_SQE 2,
-    # EVENT_RECORD 16, EVENT_WAIT 10, PROFILING_ENABLE 1, PROFILING_DISABLE 1.
+    # compute: COMPUTE_TASK_INFO taskType AI_CORE 23 + AI_VECTOR_CORE 149 + MIX_AIV 13 +
+    # DSA_SQE 2; copy: TASK taskType MEMCPY_ASYNC 24; other: EVENT_RECORD 16, EVENT_WAIT 10,
+    # PROFILING_ENABLE 1, PROFILING_DISABLE 1.
     assert torch_db.tasks["category"].value_counts().to_dict() == {
-        "compute": 185,
-        "other": 30,
+        "compute": 187,
+        "other": 28,
         "copy": 24,
         "comm": 4,
     }
+    # The profiler's Computing of step 50 (8903.431 µs, OVERLAP_ANALYSIS and
+    # step_trace_time) is the union of these compute tasks to the ns: DSA_SQE counted
+    # (without its 2 tasks, 8897.971; start times are kept to 1/64 µs).
+    compute = torch_db.tasks[torch_db.tasks["category"] == "compute"]
+    assert union_length(
+        compute["start_us"], compute["start_us"] + compute["dur_us"]
+    ) == pytest.approx(8903.431, abs=0.06)
     assert torch_db.tasks.groupby("core").size().to_dict() == {
         "AI_CORE": 23,
         "AI_VECTOR_CORE": 149,
@@ -326,7 +334,6 @@ def test_torch_npu_db_has_the_structure_of_the_text_export_of_the_same_model(
     )
     text_counts = kernels.groupby(["Type", "Accelerator Core"]).size().to_dict()
     db_tasks = torch_db.tasks[torch_db.tasks["category"].isin(["compute", "comm"])]
-    db_tasks = pd.concat([db_tasks, torch_db.tasks[torch_db.tasks["core"] == "DSA_SQE"]])
     db_counts = db_tasks.groupby(["op_type", "core"]).size().to_dict()
     assert len(text_counts) == 34
     assert db_counts == text_counts

@@ -11,7 +11,7 @@ import pandas as pd
 from perfgate.model import Category
 
 ASCEND_COMPUTE = frozenset(
-    {"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "FFTS_PLUS"}
+    {"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "FFTS_PLUS", "DSA_SQE"}
 )
 ASCEND_COPY = frozenset({"MEMCPY_ASYNC", "SDMA_SQE", "PCIE_DMA_SQE"})
 ASCEND_COMM = frozenset({"HCCL", "COMMUNICATION"})
