@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfgate.analysis.metrics import analyze
 from perfgate.errors import ProfileError
 from perfgate.ingest import msprof
 from perfgate.ingest.msprof import ExportFile, newest_export, parse_export_name
@@ -405,3 +406,18 @@ def test_a_task_time_kernel_on_another_stream_is_another_task(tmp_path: Path) ->
             "0,main_kernel,MIX_AIC,1757,0,100.000,1780676244313300.000\t,1780676244313400.000\t\n"
         )
     assert len(kernels(read(folder))) == 4
+
+
+def test_bookkeeping_tasks_before_the_work_are_not_in_the_operator_table() -> None:
+    # No step marks: the window spans the 3 main_kernel tasks (274,313.594 µs). msprof's
+    # TASK_TIMEOUT_SET (93.98 µs) and EVENT_RECORD ran about 15.4 s before it; they used to
+    # be listed with a share of a window they are not in.
+    analysis = analyze(msprof.read(PROF))
+    assert analysis.per_step["step_time_us"].tolist() == [pytest.approx(274313.594, abs=0.05)]
+    assert analysis.operators[["op_type", "core", "calls_per_step"]].values.tolist() == [
+        ["main_kernel", "MIX_AIC", 3.0]
+    ]
+    assert (
+        "2 task(s) outside the span of the work (first to last compute, copy or communication "
+        "task) are not counted"
+    ) in analysis.notes

@@ -59,7 +59,17 @@ def counted_tasks(profile: Profile, analysed: pd.DataFrame) -> pd.DataFrame:
     """The tasks the analysis counts: those of the analysed (rank, step) windows."""
     tasks = assign_steps(profile.tasks, profile.steps) if not profile.steps.empty else None
     if tasks is None:
-        return profile.tasks.assign(step=profile.tasks["step"].fillna(-1))
+        tasks = profile.tasks.assign(step=profile.tasks["step"].fillna(-1))
+        # Without step marks a window spans the work (compute, copy, comm); bookkeeping
+        # tasks outside it (msprof's TASK_TIMEOUT_SET, seconds before) are not counted.
+        keep = pd.Series(True, index=tasks.index)
+        for _, group in tasks.groupby(["rank", "step"]):
+            work = group.loc[group["category"] != "other"]
+            work = group if work.empty else work
+            low, high = work["start_us"].min(), (work["start_us"] + work["dur_us"]).max()
+            ends = group["start_us"] + group["dur_us"]
+            keep.loc[group.index] = (ends >= low) & (group["start_us"] <= high)
+        return tasks.loc[keep]
     keys = set(zip(analysed["rank"].tolist(), analysed["step"].tolist()))
     keep = [(r, s) in keys for r, s in zip(tasks["rank"].tolist(), tasks["step"].tolist())]
     return tasks.loc[keep]

@@ -235,6 +235,19 @@ def _analysis_windows(
             .groupby(["rank", "step"], as_index=False)
             .agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
         )
+        # Those bookkeeping tasks lie outside the window: not counted, as outside a step.
+        bounds = tasks[["rank", "step"]].merge(spans, on=["rank", "step"], how="left")
+        start = tasks["start_us"].to_numpy(dtype=np.float64)
+        end = start + tasks["dur_us"].to_numpy(dtype=np.float64)
+        inside = (end >= bounds["start_us"].to_numpy(dtype=np.float64)) & (
+            start <= bounds["end_us"].to_numpy(dtype=np.float64)
+        )
+        if not inside.all():
+            notes.append(
+                f"{int((~inside).sum())} task(s) outside the span of the work (first to last "
+                "compute, copy or communication task) are not counted"
+            )
+            tasks = tasks.loc[inside]
         return tasks, spans[["rank", "step", "start_us", "end_us"]]
     # Assign against every window, warm-up included, so warm-up work is not "outside".
     tasks = assign_steps(tasks, all_steps)
