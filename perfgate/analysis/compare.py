@@ -772,12 +772,13 @@ class Comparison:
 # time can be trusted even where the CPU time did not move (sleeping, waiting, I/O).
 QUIET_OTHERS_CPUS = 0.25
 # Busy neighbours slow a step's CPU time too, not only its wait for a CPU: on a 2-vCPU VM
-# (two hyperthreads of one core), one busy-looping process on the other vCPU raised an
-# unchanged cnn_train's CPU time per step by +10…+51% (12 runs), two by up to +77% while
-# the wall time rose +193%; one such run passed the witness and failed the build
-# (docs/verdict-quality.md). A hyperthread sharing its core runs at about half speed, so
-# neighbours using a whole CPU (or the hypervisor stealing one) can double the step: the
-# witness must rise beyond 1 + min(others, 1) times the baseline's to convict.
+# (two hyperthreads of one core), one busy-looping process on the other vCPU changed an
+# unchanged cnn_train's CPU time per step by −5…+51% (12 runs); beside two, the CPU time of
+# the examples rose up to +77% while their wall time rose up to +202%. One such run passed
+# the witness and failed the build (docs/verdict-quality.md). A hyperthread sharing its
+# core runs at about half speed, so neighbours using a whole CPU (or the hypervisor
+# stealing one) can double the step: the witness must rise beyond 1 + min(others, 1) times
+# the baseline's to convict.
 CONTENTION_MAX_SLOWDOWN = 2.0
 
 
