@@ -776,9 +776,9 @@ QUIET_OTHERS_CPUS = 0.25
 # unchanged cnn_train's CPU time per step by −5…+51% (12 runs); beside two, the CPU time of
 # the examples rose up to +77% while their wall time rose up to +202%. One such run passed
 # the witness and failed the build (docs/verdict-quality.md). A hyperthread sharing its
-# core runs at about half speed, so neighbours using a whole CPU (or the hypervisor
-# stealing one) can double the step: the witness must rise beyond 1 + min(others, 1) times
-# the baseline's to convict.
+# core runs at about half speed, so neighbours keeping the other CPUs busy (or the
+# hypervisor stealing them) can double the step: the witness must rise beyond 1 + s times
+# the baseline's to convict, s = others' CPUs / (the runner's CPUs − 1), at most 1.
 CONTENTION_MAX_SLOWDOWN = 2.0
 
 
@@ -866,7 +866,10 @@ def _witness(
     # The neighbours' CPUs during the current run, the hypervisor's steal included (a
     # baseline slowed by its neighbours makes a rise smaller, never larger).
     crowd = others_cpus(current, steal=True) or 0.0
-    allowance = min(crowd, 1.0) * (CONTENTION_MAX_SLOWDOWN - 1.0)
+    # The share of the other CPUs kept busy: how likely the step's core was shared (on a
+    # 2-vCPU runner one busy neighbour is certain to share it; on a 64-CPU one, unlikely).
+    others_share = min(crowd / max(_runner_cpus(current) - 1, 1), 1.0)
+    allowance = others_share * (CONTENTION_MAX_SLOWDOWN - 1.0)
     judgement.contention_allowance = allowance
     if witness.status is MetricStatus.REGRESSION and _beyond_the_neighbours(
         unqueued, cpu, allowance, rule.threshold.value
@@ -874,6 +877,23 @@ def _witness(
         return
     judgement.contended = True
     judgement.status = MetricStatus.UNSTABLE
+
+
+def _runner_cpus(record: RunRecord) -> int:
+    """The CPUs of the runner the record was measured on (2 where it does not say)."""
+    runner = record.get("runner")
+    loads: list[Any] = []
+    if isinstance(runner, dict):
+        loads = runner.get("loads") or ([runner["load"]] if runner.get("load") else [])
+    counts = [
+        int(load["cpus"])
+        for load in loads
+        if isinstance(load, dict)
+        and isinstance(load.get("cpus"), int)
+        and not isinstance(load.get("cpus"), bool)
+        and load["cpus"] > 0
+    ]
+    return max(counts) if counts else 2
 
 
 def _beyond_the_neighbours(
