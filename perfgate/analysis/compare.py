@@ -782,18 +782,23 @@ QUIET_OTHERS_CPUS = 0.25
 CONTENTION_MAX_SLOWDOWN = 2.0
 
 
+def _runner_loads(record: RunRecord) -> list[dict[str, Any]]:
+    """How busy the runner was during each of the record's runs (``runner.loads``, or its
+    one ``runner.load``)."""
+    runner = record.get("runner")
+    if not isinstance(runner, dict):
+        return []
+    loads = runner.get("loads") or ([runner["load"]] if runner.get("load") else [])
+    return [load for load in loads if isinstance(load, dict)]
+
+
 def others_cpus(record: RunRecord, *, steal: bool = False) -> float | None:
     """The most CPU the other processes (with ``steal``, and the hypervisor) used during
     any of the record's runs (None: not measured)."""
-    runner = record.get("runner")
-    if not isinstance(runner, dict):
-        return None
-    loads = runner.get("loads") or ([runner["load"]] if runner.get("load") else [])
     values = [
         float(load["others_cpus"]) + (float(load.get("steal_cpus") or 0.0) if steal else 0.0)
-        for load in loads
-        if isinstance(load, dict)
-        and isinstance(load.get("others_cpus"), (int, float))
+        for load in _runner_loads(record)
+        if isinstance(load.get("others_cpus"), (int, float))
         and isinstance(load.get("steal_cpus") or 0.0, (int, float))
     ]
     return max(values) if values else None
@@ -881,15 +886,10 @@ def _witness(
 
 def _runner_cpus(record: RunRecord) -> int:
     """The CPUs of the runner the record was measured on (2 where it does not say)."""
-    runner = record.get("runner")
-    loads: list[Any] = []
-    if isinstance(runner, dict):
-        loads = runner.get("loads") or ([runner["load"]] if runner.get("load") else [])
     counts = [
         int(load["cpus"])
-        for load in loads
-        if isinstance(load, dict)
-        and isinstance(load.get("cpus"), int)
+        for load in _runner_loads(record)
+        if isinstance(load.get("cpus"), int)
         and not isinstance(load.get("cpus"), bool)
         and load["cpus"] > 0
     ]

@@ -1422,8 +1422,7 @@ def _profiler_info(located: _Located) -> tuple[dict[str, Any], list[str]]:
     parent = located.db.parent
     roots = [parent.parent, parent] if parent.name == ASCEND_PROFILER_OUTPUT else [parent]
     for root in roots:
-        # Regular files only: a FIFO of that name would block the reading.
-        for info_path in sorted(p for p in root.glob("profiler_info*.json") if p.is_file()):
+        for info_path in _regular_files(root, "profiler_info*.json"):
             notes: list[str] = []
             info = read_auxiliary(
                 read_json_object, info_path, notes, "versions and profiler level not recorded"
