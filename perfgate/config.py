@@ -188,6 +188,12 @@ def _parse_thresholds(section: object, where: str, rules: Rules) -> Rules:
             limit = parse_threshold(
                 entry[spec.limit_key], key=f"{key}.{spec.limit_key}", allowed=spec.units
             )
+            if spec.limit_key == "max_drop" and limit.unit is Unit.RELATIVE and limit.value >= 1:
+                # A positive figure drops by 100% at most (to nothing): no drop crosses it.
+                raise ConfigError(
+                    f"{key}.{spec.limit_key}: {shown(entry[spec.limit_key])} is no possible "
+                    "drop (at most 100%, to nothing; gate: false switches the metric's gate off)"
+                )
             rule = replace(rule, threshold=limit, gate=True)
         if "gate" in entry:
             rule = replace(rule, gate=_bool(entry["gate"], f"{key}.gate"))

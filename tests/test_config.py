@@ -191,6 +191,15 @@ _HUGE_INT = "0x" + "f" * 4000  # 4,816 decimal digits: past what repr() and str(
             "thresholds.comm_ratio.max_increase: '500pt' is over 100pt, more than a ratio can",
         ),
         (
+            # Accepted, it switched the utilization gate off: no drop crosses 150%.
+            "thresholds: {utilization: {max_drop: 150%}}\n",
+            "thresholds.utilization.max_drop: '150%' is no possible drop (at most 100%",
+        ),
+        (
+            "benchmarks: {b: {thresholds: {utilization: {max_drop: 100%}}}}\n",
+            "benchmarks.b.thresholds.utilization.max_drop: '100%' is no possible drop",
+        ),
+        (
             "thresholds: {operators: {min_share: 1000%}}\n",
             "thresholds.operators.min_share: '1000%' is over 100% of the step",
         ),

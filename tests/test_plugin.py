@@ -391,6 +391,18 @@ def test_steps_as_words(perfgate):
 def test_no_step_function(perfgate):
     perfgate.run(None, steps=3)
 
+async def async_step():
+    noop()
+
+def test_async_step(perfgate):
+    perfgate.run(async_step, steps=3)
+
+def generator_step():
+    yield noop()
+
+def test_generator_step(perfgate):
+    perfgate.run(generator_step, steps=3)
+
 @pytest.mark.perfgate(name="loop")
 def test_marker_without_fixture():
     pass
@@ -425,6 +437,11 @@ MISUSE_SAYS = {
     "test_fraction_of_steps": "perfgate: steps must be a whole number >= 1, got 2.9",
     "test_steps_as_words": "perfgate: steps must be a whole number >= 1, got 'three'",
     "test_no_step_function": "perfgate.run: step_fn must be callable (one step), got None",
+    # Both were measured as the making of a coroutine or generator, a few µs, without a word.
+    "test_async_step": "perfgate.run: step_fn <function async_step at *> is an async or "
+    "generator function, whose call does not run its body *",
+    "test_generator_step": "perfgate.run: step_fn <function generator_step at *> is an async "
+    "or generator function, whose call does not run its body *",
     "test_marker_without_fixture": "perfgate: test_misuse.py::test_marker_without_fixture: "
     "@pytest.mark.perfgate marks a test that does not take the perfgate fixture, so nothing "
     "would be measured or gated; *",
@@ -453,7 +470,7 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     # The set and the NaN were a traceback out of pytest_sessionfinish (no results at all);
     # under xdist the set silently dropped the benchmark from the results.
     assert outcomes.get("passed") == 2, result.stdout.str()
-    assert (outcomes.get("failed"), outcomes.get("errors")) == (9, 4)
+    assert (outcomes.get("failed"), outcomes.get("errors")) == (11, 4)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     for test, says in MISUSE_SAYS.items():

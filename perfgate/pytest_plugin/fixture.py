@@ -3,6 +3,7 @@ regression. Measuring is :mod:`perfgate.profilers.measure`'s, deciding is the ga
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -89,6 +90,14 @@ class Benchmark:
         self._once("run")
         if not callable(step_fn):
             _fail(f"perfgate.run: step_fn must be callable (one step), got {shown(step_fn)}")
+        if _lazy_function(step_fn):
+            # Calling it only makes a coroutine or generator: its body would never run, and
+            # the steps timed would be the making of an object.
+            _fail(
+                f"perfgate.run: step_fn {shown(step_fn)} is an async or generator function, "
+                "whose call does not run its body (expected a plain function that runs one "
+                "step, e.g. lambda: asyncio.run(step()) or lambda: list(step()))"
+            )
         # A marker's 0 is a value, not "unset": only None falls back to the default.
         steps = _count("steps", steps if steps is not None else self.default_steps, 20, 1)
         warmup = _count("warmup", warmup if warmup is not None else self.default_warmup, 3, 0)
@@ -541,3 +550,12 @@ def _fail(message: str) -> NoReturn:
     """Fail the test with a perfgate message (no chained traceback)."""
     __tracebackhide__ = True
     raise pytest.fail.Exception(message, pytrace=False) from None
+
+
+def _lazy_function(function: object) -> bool:
+    """Whether calling ``function`` makes a coroutine or generator instead of running it."""
+    return (
+        inspect.iscoroutinefunction(function)
+        or inspect.isgeneratorfunction(function)
+        or inspect.isasyncgenfunction(function)
+    )
