@@ -466,8 +466,18 @@ def validate_results(value: object, where: str) -> ResultsDocument:
             "runs": [_upgrade_v1(r) if isinstance(r, dict) else r for r in value["runs"]],
         }
     document: ResultsDocument = validated(_RESULTS, value, where)
+    first_of: dict[tuple[str, str], int] = {}
     for index, run in enumerate(document["runs"]):
         _check_rounds(run, f"{where}: runs[{index}]")
+        # Two runs of one benchmark on one runner would both be gated and recorded to one
+        # baseline file, the last silently winning.
+        key = (run["benchmark"], run["env"])
+        if key in first_of:
+            raise PerfgateError(
+                f"{where}: runs[{index}]: benchmark {key[0]!r} on {key[1]!r} is already "
+                f"runs[{first_of[key]}] (expected one run of each benchmark on each env)"
+            )
+        first_of[key] = index
         if run.get("commit") is None and document.get("commit"):
             run["commit"] = document["commit"]
     return document

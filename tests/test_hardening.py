@@ -692,6 +692,22 @@ def test_a_baseline_link_is_not_written_through(repo: Path, tmp_path: Path, cli:
     assert outside.read_text() == "keep me"
 
 
+def test_one_benchmark_twice_in_a_results_file_is_refused(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    # `baseline update` recorded both runs to one file, the last (5 ms) silently winning;
+    # `compare` gated both.
+    head = git(repo, "rev-parse", "HEAD")
+    runs = [run_record(step_us=1000.0), run_record("c"), run_record(step_us=5000.0)]
+    source = results_file(tmp_path / "dup.json", runs, commit=head)
+    said = f"perfgate: error: {source}: runs[2]: benchmark 'b' on 'e' is already runs[0]"
+    status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert status == 2 and err.startswith(said)
+    assert not (repo / "baselines").exists()
+    status, out, err = cli("compare", str(source), "--repo", str(repo))
+    assert (status, out) == (2, "") and err.startswith(said)
+
+
 def test_a_baseline_update_checks_every_target_before_writing_one(
     repo: Path, tmp_path: Path, cli: Cli
 ) -> None:
