@@ -14,6 +14,7 @@ from perfgate.analysis.compare import (
     Comparison,
     Look,
     MetricJudgement,
+    OperatorDelta,
     compare_runs,
     fingerprint_differences,
     judge_rounds,
@@ -146,6 +147,14 @@ def test_four_times_slower_fails_whatever_the_noise() -> None:
     assert j.status == REGRESSION
     assert j.change > 2
     assert j.far_beyond_noise is True  # a plain bool: it is written to the results JSON
+    # Decided by the gross change, not by the test: the reasons said "far beyond the noise"
+    # and then "not significant (p=0.012 ≥ α=0.0045)" as if it had not regressed.
+    reasons = metric_reasons(replace(j, significant=False, p_value=0.012, alpha_look=0.0045))
+    assert reasons[-2:] == [
+        "far beyond the noise: at least twice the baseline, and every round's process 1.5× "
+        "beyond every baseline process",
+        "the test alone is not significant (p=0.012 ≥ α=0.0045)",
+    ]
 
 
 def test_process_noise_widens_the_test() -> None:
@@ -729,3 +738,41 @@ def test_changed_parameters_are_a_warning_beside_the_verdict() -> None:
     ]
     same = compare(base, {**cur, "parameters": base["parameters"]}, STEP_ONLY)
     assert same.warnings == []
+
+
+def _copy_op(name: str, delta_us: float, share: float | None, status: str) -> OperatorDelta:
+    return OperatorDelta(
+        op_type=name,
+        core="cpu",
+        category="copy",
+        baseline_time_per_step_us=100.0,
+        current_time_per_step_us=100.0 + delta_us,
+        delta_us=delta_us,
+        share_of_step_delta=share,
+        baseline_calls_per_step=2.0,
+        current_calls_per_step=2.0,
+        status=status,
+        current_share=0.01,
+    )
+
+
+def test_a_utilization_drop_is_not_explained_by_operators_that_did_not_grow() -> None:
+    # idle_gap (the host sleeps 5 ms a step) read "utilization regressed … explained by
+    # aten::to [cpu] +0.000 ms/step, 0% of the profiled step's +7.3 ms increase": a copy
+    # within its own noise, a nothing of the step's growth.
+    comparison = Comparison(
+        benchmark="b",
+        verdict=Verdict.REGRESSION,
+        baseline={},
+        current={},
+        operators=[
+            _copy_op("aten::to", 0.4, 0.0001, "unchanged"),
+            _copy_op("aten::copy_", 30.0, 0.004, "changed"),
+        ],
+    )
+    assert comparison.explaining_operators("utilization") == []
+    # Grown beyond their noise and a real part of the step's growth, copies do explain it.
+    grown = _copy_op("aten::to", 2000.0, 0.6, "calls-changed")
+    comparison.operators.append(grown)
+    assert comparison.explaining_operators("utilization") == [grown]
+    assert comparison.explaining_operators("copy_ratio") == [grown]

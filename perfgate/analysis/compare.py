@@ -736,12 +736,15 @@ class Comparison:
         utilization: copy and comm tasks), leaving out those too small to matter next to the
         largest one."""
         categories = _EXPLAINING_CATEGORIES.get(metric)
+        # An operator within its own noise explains nothing (it read "aten::to +0.000 ms/step").
         worse = [
             o
             for o in self.operators
-            if o.delta_us > 0 and (categories is None or o.category in categories)
+            if o.delta_us > 0
+            and o.status != "unchanged"
+            and (categories is None or o.category in categories)
         ]
-        if categories is None:
+        if categories is None or metric == "utilization":
             # For step time and utilization an operator explains only a real part of the
             # step's growth; a host-side gap is then told by the breakdown instead.
             worse = [

@@ -69,7 +69,10 @@ def metric_reasons(m: MetricJudgement) -> list[str]:
         reasons.append(unstable_clause(m))
     elif m.effect is not None:
         if m.significant is False and m.p_value is not None:
-            reasons.append(f"not significant ({p_clause(m.p_value)} ≥ α={m.alpha_look:.2g})")
+            # A regression decided by the rules above stands without the test: say so, not
+            # "not significant" beside "regressed".
+            alone = "the test alone is " if m.status is MetricStatus.REGRESSION else ""
+            reasons.append(f"{alone}not significant ({p_clause(m.p_value)} ≥ α={m.alpha_look:.2g})")
         if m.within_history:
             reasons.append(
                 f"within the spread of the last {m.history_runs} baselines "
