@@ -30,6 +30,7 @@ the key path, the value and what is allowed.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -512,14 +513,31 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
         return _load_file(file)
     root = Path(root)
     for name in ("perfgate.yaml", "perfgate.yml"):
-        if (root / name).is_file():
+        if _settings_file(root / name):
             return _load_file(root / name)
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    if _settings_file(pyproject):
         section = _tool_section(pyproject)
         if section is not None:
             return settings_from_mapping(section, f"{pyproject} [tool.perfgate]")
     return default_settings()
+
+
+def _settings_file(path: Path) -> bool:
+    """Whether a settings file is at ``path``. Something else there (a directory, a FIFO, a
+    link to nothing) is an error: skipped, the gate ran on other settings without a word."""
+    if path.is_file():
+        return True
+    if not os.path.lexists(path):
+        return False
+    kind = (
+        "a directory"
+        if path.is_dir()
+        else "a symbolic link to nothing"
+        if path.is_symlink() and not path.exists()
+        else "no regular file (a FIFO, socket or device)"
+    )
+    raise ConfigError(f"{path}: is {kind} (expected a configuration file, or nothing there)")
 
 
 def has_settings(root: str | Path) -> bool:
@@ -527,8 +545,8 @@ def has_settings(root: str | Path) -> bool:
     ``pyproject.toml`` with ``[tool.perfgate]``). A pyproject that cannot be read counts:
     reading it is what will say what is wrong."""
     root = Path(root)
-    if any((root / name).is_file() for name in ("perfgate.yaml", "perfgate.yml")):
-        return True
+    if any(os.path.lexists(root / name) for name in ("perfgate.yaml", "perfgate.yml")):
+        return True  # reading it says what is wrong with it, if anything
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
         return False

@@ -1702,6 +1702,10 @@ def test_odd_event_payloads_are_one_line_or_ignored(tmp_path: Path, api: FakeGit
     status, stdout = comment_step(runner, api, "pass", "all good")
     assert status == 2
     assert f"GITHUB_EVENT_PATH={runner.event_path}: not valid JSON (not UTF-8 text)" in stdout
+    runner.event_path.write_text("[" * 100_000 + "]" * 100_000)  # was a RecursionError traceback
+    status, stdout = comment_step(runner, api, "pass", "all good")
+    assert status == 2 and "Traceback" not in stdout
+    assert f"GITHUB_EVENT_PATH={runner.event_path}: JSON nested too deep to be a webhook" in stdout
 
 
 def test_an_output_dir_below_a_file_is_one_line(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -316,3 +317,22 @@ def test_an_entry_is_named_only_when_it_looks_like_a_run_benchmark_without_its_o
     ]
     assert settings.misnamed(["CNN_Train", "resnet50_train"]) == []
     assert default_settings().misnamed(run) == []
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling link", "fifo"])
+def test_a_settings_file_that_is_no_file_is_an_error(tmp_path: Path, kind: str) -> None:
+    # Each was skipped: the gate ran on [tool.perfgate] or the defaults without a word.
+    (tmp_path / "pyproject.toml").write_text("[tool.perfgate]\nprofiler = 'none'\n")
+    where = tmp_path / "perfgate.yaml"
+    if kind == "directory":
+        where.mkdir()
+        said = "is a directory"
+    elif kind == "dangling link":
+        where.symlink_to(tmp_path / "gone.yaml")
+        said = "is a symbolic link to nothing"
+    else:
+        os.mkfifo(where)
+        said = "is no regular file (a FIFO, socket or device)"
+    with pytest.raises(ConfigError) as raised:
+        load_settings(root=tmp_path)
+    assert str(raised.value) == f"{where}: {said} (expected a configuration file, or nothing there)"

@@ -127,6 +127,10 @@ def load_event() -> dict[str, Any]:
         raise ActionError(f"GITHUB_EVENT_PATH={path}: not valid JSON (not UTF-8 text)") from None
     except OSError as exc:
         raise ActionError(f"GITHUB_EVENT_PATH={path}: cannot be read ({exc.strerror})") from None
+    except RecursionError:
+        raise ActionError(
+            f"GITHUB_EVENT_PATH={path}: JSON nested too deep to be a webhook payload"
+        ) from None
     return event if isinstance(event, dict) else {}
 
 
