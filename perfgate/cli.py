@@ -406,9 +406,8 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
 
 
 def _cmd_baseline_list(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     from perfgate.gate import store_root
+    from perfgate.report.format import fitted_table
     from perfgate.store.baselines import list_baselines
 
     root = store_root(Path(args.repo), _settings(args))
@@ -420,7 +419,14 @@ def _cmd_baseline_list(args: argparse.Namespace) -> int:
         [e.benchmark, e.env, e.sha[:12], "DAMAGED" if e.problem else e.created or "", str(e.path)]
         for e in entries
     ]
-    print(tabulate(rows, headers=["benchmark", "env", "commit", "created", "path"]))
+    # The path is the store's layout spelt out: where the terminal is too narrow for it, the
+    # layout is said once under the table instead.
+    table, dropped = fitted_table(
+        rows, ["benchmark", "env", "commit", "created", "path"], optional=["path", "created"]
+    )
+    print(table)
+    if "path" in dropped:
+        print(f"files: {root}/<benchmark>/<env>/<commit>.json")
     damaged = [e for e in entries if e.problem]
     if not damaged:
         return EXIT_OK

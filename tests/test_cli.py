@@ -366,6 +366,20 @@ def test_baseline_recorded_on_main_gates_a_feature_branch(
 
     assert main(["baseline", "list", "--repo", str(repo_dir)]) == 0
     assert f"resnet       ascend910b-x1  {first[:12]}" in capsys.readouterr().out
+    # On a narrow terminal the path column (the store's layout spelt out) goes, and the
+    # layout is said once; the listing was ~150 columns whatever the terminal.
+    for width, kept in ((400, ".json"), (80, "created"), (50, "commit")):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("COLUMNS", str(width))
+            assert main(["baseline", "list", "--repo", str(repo_dir)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        table = [line for line in lines if not line.startswith("files: ")]
+        assert max(map(len, table)) <= width and kept in "".join(table)
+        assert any(first[:12] in line for line in table)
+        said = [line for line in lines if line.startswith("files: ")]
+        assert said == ([] if width == 400 else [f"files: {said[0][7:]}"])
+        if said:
+            assert said[0].endswith("/<benchmark>/<env>/<commit>.json")
 
 
 def test_baseline_update_refuses_a_dirty_tree(

@@ -20,6 +20,12 @@ from perfgate.rules import default_rules
 RECORDS = Path(__file__).parent / "data" / "records"
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table as on a wide terminal (it leaves out a column on a narrow one)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 def _rows(table: str) -> dict[str, list[str]]:
     """The summary table's rows by benchmark (two or more spaces part the columns)."""
     lines = table.splitlines()[2:]
@@ -105,3 +111,20 @@ def test_an_unstable_metrics_reasons_are_told_once(render: str) -> None:
     # printed twice, in the summary line and again as a note below it).
     for change in ("+15.3% is past the +5% limit", "+36.5% is past the +5% limit"):
         assert text.count(change) == 1
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_summary_table_fits_the_terminal(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    # 96 columns whatever the terminal, before: at 80, two-word headers take two lines and
+    # the baseline commit column goes, its commit said once under the table.
+    monkeypatch.setenv("COLUMNS", str(width))
+    document = json.loads((RECORDS / "host_copy.results.json").read_text())
+    results = [BenchmarkResult.from_dict(run) for run in document["runs"]]
+    lines = summary_table(results).splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    table = lines[: rule + 1 + len(results)]
+    assert max(map(len, table)) <= width
+    for result in results:
+        assert any(line.startswith(result.record["benchmark"] + " ") for line in table)
+    assert ("50ff51cb4234" in "".join(table)) == (width == 100)
+    assert (lines[rule + 1 + len(results)] == "baseline: 50ff51cb4234") == (width == 80)

@@ -66,7 +66,9 @@ def _reasons_follow_the_table(section: list[str]) -> dict[str, str]:
     """Each benchmark row's verdict, checked: a non-pass verdict has its reason — its own
     line under the table, or for no-baseline the one line that says how to record them."""
     table = section[: next(i for i, line in enumerate(section) if line.startswith("results: "))]
-    rows = [line.split() for line in table[2:] if line and not line.startswith("-")]
+    # The rows follow the rule under the header (one line, or two on a narrow terminal).
+    rule = next(i for i, line in enumerate(table) if line.startswith("---"))
+    rows = [line.split() for line in table[rule + 1 :] if line]
     verdicts = {row[0]: row[1] for row in rows if len(row) > 1 and not row[0].endswith(":")}
     for name, verdict in verdicts.items():
         if verdict == "no-baseline":

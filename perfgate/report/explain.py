@@ -145,7 +145,7 @@ def noise_clause(m: MetricJudgement) -> str:
             "a same-runner A/B run (perfgate ab), baselines of the same code recorded on the "
             "baseline branch (the look-back measures the session noise), a quieter runner"
         )
-    rounds = f"after {m.n_current} rounds"
+    rounds = f"after {m.n_current} round{'' if m.n_current == 1 else 's'}"
     if m.effect == "bad":
         p = f"{p_clause(m.p_value)} ≥ α={m.alpha_look:.2g}" if m.p_value is not None else "untested"
         return (

@@ -215,6 +215,37 @@ def terminal_width(default: int = 120) -> int:
     return shutil.get_terminal_size((default, 24)).columns
 
 
+def fitted_table(
+    rows: Sequence[Sequence[str]], headers: Sequence[str], *, optional: Sequence[str] = ()
+) -> tuple[str, list[str]]:
+    """A terminal table (tabulate's ``simple``) of ``rows`` fitted to :func:`terminal_width`:
+    where it is wider, the ``optional`` columns (by header) left out, in their order, and
+    then its headers of several words put one word a line. Returns the
+    table and the headers of the columns left out, so that the caller can say once what
+    they held."""
+    from tabulate import tabulate
+
+    width = terminal_width()
+    kept = list(range(len(headers)))
+    droppable = [headers.index(h) for h in optional]
+    stacked = False
+    while True:
+        shown = [headers[i].replace(" ", "\n") if stacked else headers[i] for i in kept]
+        # No number parsing: a commit like 1234e567 is text, not 1.234e+570.
+        text = tabulate(
+            [[row[i] for i in kept] for row in rows], headers=shown, disable_numparse=True
+        )
+        if max(map(display_width, text.splitlines()), default=0) <= width:
+            break
+        if droppable:
+            kept.remove(droppable.pop(0))
+        elif not stacked:
+            stacked = True
+        else:
+            break
+    return text, [headers[i] for i in range(len(headers)) if i not in kept]
+
+
 MARKDOWN_NAME_WIDTH = 60  # a PR comment's table scrolls: names as long as this are read whole
 MIN_NAME_WIDTH = 24
 

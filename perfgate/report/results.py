@@ -9,14 +9,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
 
 from perfgate.analysis.compare import Comparison, gated_value
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
 from perfgate.report import markdown as md
 from perfgate.report.compare import comparison_dict, comparison_from_dict, render_markdown
 from perfgate.report.explain import verdict_reasons
-from perfgate.report.format import format_change, format_value, missing
+from perfgate.report.format import fitted_table, format_change, format_value, missing
 from perfgate.verdict import Verdict
 
 # Operators kept per comparison in a results file: enough to explain, small enough to read.
@@ -136,14 +135,27 @@ def summary_table(results: Sequence[BenchmarkResult]) -> str:
                 baseline,
             ]
         )
-    table = tabulate(rows, headers=_SUMMARY_HEADERS, disable_numparse=True)
+    # Where the terminal is too narrow, the commit column is left out and its commits said
+    # once, under the table.
+    table, dropped = fitted_table(rows, _SUMMARY_HEADERS, optional=["baseline"])
+    commits = [] if "baseline" not in dropped else _baseline_commits(rows)
     reasons = [
         reason
         for result in results
         if result.comparison is not None
         for reason in verdict_reasons(result.comparison)
     ]
-    return "\n".join([table, *reasons, *busy_warnings(results)])
+    return "\n".join([table, *commits, *reasons, *busy_warnings(results)])
+
+
+def _baseline_commits(rows: Sequence[Sequence[str]]) -> list[str]:
+    """The summary table's baseline column as one line: the commit of all, or of each."""
+    compared = [(row[0], row[-1]) for row in rows if row[-1] != "—"]
+    if not compared:
+        return []
+    if len({commit for _, commit in compared}) == 1:
+        return [f"baseline: {compared[0][1]}"]
+    return ["baselines: " + ", ".join(f"{name} {commit}" for name, commit in compared)]
 
 
 def _shown_value(result: BenchmarkResult, metric: str) -> float | None:
