@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-
 from perfgate.analysis.compare import Comparison, gated_value
 from perfgate.records import RESULTS_FORMAT, RESULTS_FORMAT_VERSION, RunRecord
 from perfgate.report import markdown as md
