@@ -288,7 +288,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from perfgate.analysis.compare import compare_runs
-    from perfgate.gate import StoreLookup, gate_against_store, pair_records
+    from perfgate.gate import StoreLookup, gate_against_store, judging_rules, pair_records
     from perfgate.sides import load_side
 
     if len(args.sides) > 2:
@@ -300,6 +300,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)
     for line in settings.misnamed(record["benchmark"] for record in current.records):
         print(f"perfgate: warning: {line}", file=sys.stderr)
+    for record in current.records:  # what the results file says judged it, checked first
+        judging_rules(record, settings, f"{current.path}: the run of {record['benchmark']!r}")
     if len(args.sides) == 1:
         comparisons = gate_against_store(
             current.records,
@@ -318,11 +320,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 f"(it has: {', '.join(r['benchmark'] for r in base.records)}); "
                 "--benchmark NAME compares one benchmark of a results file"
             )
+        rules, look = judging_rules(current_record, settings, "")
         comparisons.append(
             compare_runs(
                 baseline_record,
                 current_record,
-                settings.rules_for(current_record["benchmark"]),
+                rules,
+                look=look,
                 baseline_info={
                     "commit": baseline_record.get("commit"),
                     "path": base.path,

@@ -36,6 +36,29 @@ def pair_records(
     return [(by_name.get(str(c.get("benchmark"))), c) for c in currents]
 
 
+def judging_rules(record: RunRecord, settings: Settings, where: str) -> tuple[Rules, Look | None]:
+    """The rules and the look that judge ``record``: the settings' for its benchmark, with
+    what ``pytest --perfgate`` wrote of its own judging into a results file's run (its
+    ``judged_by``: the marker's thresholds, the α of the deciding look), so that comparing
+    that file again reaches the plugin's verdict. ``where`` names the run in errors.
+
+    Raises:
+        ConfigError: the thresholds written there are not thresholds.
+    """
+    from perfgate.config import parse_rules
+
+    rules = settings.rules_for(record["benchmark"])
+    judged = record.get("judged_by")
+    if not isinstance(judged, Mapping):
+        return rules, None
+    thresholds = judged.get("thresholds")
+    if thresholds:
+        rules = parse_rules({"thresholds": thresholds}, f"{where}.judged_by", rules)
+    alpha = judged.get("alpha_look")
+    # Measuring is over: whatever this look cannot decide stays undecided (unstable).
+    return rules, Look(alpha=float(alpha), final=True) if alpha is not None else None
+
+
 @dataclass(frozen=True)
 class StoreLookup:
     """Where and how to look baselines up.
@@ -69,7 +92,8 @@ def gate_against_store(
 ) -> list[Comparison]:
     """Compare each current record with the baseline the store holds for it: the nearest
     candidate commit's, with the look-back of the ones after it. ``rules``: per-benchmark
-    rules that replace the settings' (a pytest marker's thresholds)."""
+    rules that replace the settings' (a pytest marker's thresholds); without them, a results
+    file's run is judged as when it was measured (:func:`judging_rules`)."""
     root = store_root(lookup.repo_dir, settings)
     walk = baseline_walk(
         lookup.repo_dir,
@@ -81,7 +105,8 @@ def gate_against_store(
     comparisons = []
     for current in currents:
         name, env = current["benchmark"], current["env"]
-        bench_rules = (rules or {}).get(name) or settings.rules_for(name)
+        bench_rules, judged_look = judging_rules(current, settings, f"the run of {name!r}")
+        bench_rules = (rules or {}).get(name) or bench_rules
         found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
         current_info = {"commit": current.get("commit"), "env": env}
         if not found:
@@ -103,7 +128,7 @@ def gate_against_store(
             history=[f.record for f in found],
             baseline_info=info,
             current_info=current_info,
-            look=look,
+            look=look or judged_look,
         )
         # Whether the tree is dirty costs a `git diff`: asked only when it matters.
         at_head = nearest.candidate.sha == walk.head

@@ -243,6 +243,15 @@ class ComparisonDocument(TypedDict):
     baseline_summary: NotRequired[BaselineSummary | None]
 
 
+@with_config(_OPEN)
+class JudgedBy(TypedDict):
+    """What judged a run beyond the settings (``pytest --perfgate``): its marker's
+    thresholds, and the α of the look that decided (a group-sequential comparison)."""
+
+    thresholds: dict[Text, Any] | None
+    alpha_look: Annotated[float, Field(strict=True, ge=0, le=1)]
+
+
 class ResultsRun(RunRecord):
     """A run in a results file: the record, its verdict and its comparison."""
 
@@ -252,6 +261,7 @@ class ResultsRun(RunRecord):
     comparison: NotRequired[dict[str, Any] | None]
     baseline_path: NotRequired[str | None]
     timings_s: NotRequired[dict[str, Number]]
+    judged_by: NotRequired[JudgedBy | None]
 
 
 @with_config(_OPEN)

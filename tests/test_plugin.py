@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -223,6 +224,62 @@ def test_marker_names_the_benchmark_and_tightens_its_threshold(
     assert run["fingerprint"]["profiler"] == "none"
     assert run["samples"] == {"step": [], "step_time_us": [], "process": []}
     assert len(run["timing"]["step_time_us"]) == 5 * 5  # rounds × steps
+
+
+def test_comparing_the_results_file_again_reaches_the_plugins_verdict(
+    project: pytest.Pytester,
+) -> None:
+    # DESIGN §2: one gate, two doors. The marker's threshold (+1%) and the α of the look
+    # that decided live in the test and the session, not in the settings: `perfgate compare`
+    # of the results file judged with the configured +60% and all of α (0.01).
+    project.makepyfile(
+        test_marked="""
+        import pytest
+
+        @pytest.mark.perfgate(name="tiny-loop", thresholds={"step_time": {"max_increase": "1%"}})
+        def test_loop(perfgate):
+            perfgate.run(lambda: sum(range(1000)), steps=5, warmup=1)
+        """
+    )
+    args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", "test_marked.py")
+    project.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
+    _commit_all(project.path, "perfgate: baselines")
+    project.runpytest_subprocess(*args)  # its verdict is the runner's to decide
+    results = project.path / "perfgate-out" / "results.json"
+    [run] = json.loads(results.read_text())["runs"]
+    assert run["judged_by"]["thresholds"] == {"step_time": {"max_increase": "1%"}}
+    alpha_look = run["judged_by"]["alpha_look"]
+    assert 0 < alpha_look < 0.01  # the first of three looks spends part of α
+    plugin = {m["name"]: m for m in run["comparison"]["metrics"]}
+    assert plugin["step_time"]["threshold"] == "+1%"
+    again = subprocess.run(
+        [sys.executable, "-m", "perfgate", "compare", str(results), "--format", "json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    [cli] = json.loads(again.stdout)["benchmarks"]
+    assert cli["verdict"] == run["verdict"]
+    for metric in cli["metrics"]:
+        assert metric["threshold"] == plugin[metric["name"]]["threshold"]
+        assert metric["alpha_look"] == alpha_look
+        assert metric["status"] == plugin[metric["name"]]["status"]
+        assert metric["p_value"] == plugin[metric["name"]]["p_value"]
+    # A results file whose written thresholds are no thresholds is one error naming it.
+    document = json.loads(results.read_text())
+    document["runs"][0]["judged_by"]["thresholds"] = {"step_time": {"max_increase": 5}}
+    results.write_text(json.dumps(document))
+    bad = subprocess.run(
+        [sys.executable, "-m", "perfgate", "compare", str(results)],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2, bad.stderr
+    assert f"{results}: the run of 'tiny-loop'.judged_by" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_a_bad_marker_argument_fails_with_the_allowed_ones(project: pytest.Pytester) -> None:

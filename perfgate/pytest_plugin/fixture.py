@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from perfgate.analysis.compare import Comparison
+from perfgate.analysis.compare import Comparison, Look
 from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
 from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
@@ -43,6 +43,7 @@ class Benchmark:
         # The marker's arguments were checked at collection (plugin.marker_problem).
         options: dict[str, Any] = dict(marker.kwargs) if marker else {}
         self.name = item_benchmark_name(node)
+        self.thresholds = options.get("thresholds")
         self.default_steps = options.get("steps")
         self.default_warmup = options.get("warmup")
         try:
@@ -285,19 +286,28 @@ class Benchmark:
         if session.update:
             return self._record_baseline(record, laps, more_rounds)
         gate_started = time.perf_counter()
-        comparison = self._gate(record, more_rounds)
+        comparison, look = self._gate(record, more_rounds)
         laps["gate"] = round(time.perf_counter() - gate_started, 4)
-        result = self._keep(BenchmarkResult(record=record, timings_s=laps, comparison=comparison))
+        # What judged it beyond the settings, so that `perfgate compare` of the results file
+        # reaches this verdict too: the marker's thresholds and the α of the deciding look.
+        judged_by: dict[str, Any] = {"thresholds": self.thresholds, "alpha_look": look.alpha}
+        result = self._keep(
+            BenchmarkResult(
+                record=record, timings_s=laps, comparison=comparison, judged_by=judged_by
+            )
+        )
         if fails(comparison.verdict, session.strict):
             from perfgate.report.compare import render_table
 
             _fail(render_table([comparison]))
         return result
 
-    def _gate(self, record: RunRecord, more_rounds: Callable[[], RunRecord]) -> Comparison:
+    def _gate(
+        self, record: RunRecord, more_rounds: Callable[[], RunRecord]
+    ) -> tuple[Comparison, Look]:
         """Compare with the stored baseline; while inconclusive, measure more rounds and
-        look again, spending α over the looks (Lan–DeMets, Pocock type)."""
-        from perfgate.analysis.compare import Look
+        look again, spending α over the looks (Lan–DeMets, Pocock type). Returns the last
+        comparison and the look it was."""
         from perfgate.analysis.statistics import spending_pocock
         from perfgate.gate import StoreLookup, gate_against_store
 
@@ -328,7 +338,7 @@ class Benchmark:
             except StoreError as exc:
                 # A damaged baseline is no missing one: passing as no-baseline would let
                 # every change through unjudged.
-                return Comparison(
+                damaged = Comparison(
                     benchmark=self.name,
                     verdict=Verdict.ERROR,
                     baseline={"commit": None, "path": exc.path},
@@ -339,16 +349,18 @@ class Benchmark:
                         "(pytest --perfgate --perfgate-update on it)"
                     ],
                 )
+                return damaged, look
             except PerfgateError as exc:
-                return Comparison(
+                unfound = Comparison(
                     benchmark=self.name,
                     verdict=Verdict.NO_BASELINE,
                     baseline={"commit": None},
                     current={"commit": record.get("commit")},
                     notes=[f"no baseline lookup: {exc}"],
                 )
+                return unfound, look
             if final or not comparison.inconclusive:
-                return comparison
+                return comparison, look
             record = more_rounds()
 
     def _record_baseline(

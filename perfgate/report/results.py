@@ -29,6 +29,9 @@ class BenchmarkResult:
     comparison: Comparison | None = None
     recorded: Path | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
+    # What judged the run beyond the settings: the marker's ``thresholds`` and the
+    # ``alpha_look`` of the deciding look (gate.judging_rules reads them back).
+    judged_by: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> Verdict:
@@ -46,6 +49,8 @@ class BenchmarkResult:
             run["baseline_path"] = str(self.recorded)
         if self.timings_s:
             run["timings_s"] = self.timings_s
+        if self.judged_by is not None:
+            run["judged_by"] = self.judged_by
         return run
 
     @classmethod
@@ -54,7 +59,7 @@ class BenchmarkResult:
         record = {
             k: v
             for k, v in run.items()
-            if k not in ("verdict", "comparison", "baseline_path", "timings_s")
+            if k not in ("verdict", "comparison", "baseline_path", "timings_s", "judged_by")
         }
         comparison = run.get("comparison")
         recorded = run.get("baseline_path")
@@ -63,6 +68,7 @@ class BenchmarkResult:
             comparison=comparison_from_dict(comparison) if comparison else None,
             recorded=Path(recorded) if recorded else None,
             timings_s=dict(run.get("timings_s") or {}),
+            judged_by=run.get("judged_by"),
         )
 
 
