@@ -17,6 +17,7 @@ from perfgate.analysis.compare import (
     OperatorDelta,
     compare_runs,
     fingerprint_differences,
+    gated_value,
     judge_rounds,
     judge_steps,
     look_back,
@@ -30,7 +31,13 @@ from perfgate.analysis.statistics import (
     spending_pocock,
 )
 from perfgate.records import OperatorEntry, RunRecord, validate_run
-from perfgate.report.explain import describe_operator, metric_reasons, summary_lines, verdict_reason
+from perfgate.report.explain import (
+    describe_operator,
+    metric_reasons,
+    summary_lines,
+    verdict_reason,
+    verdict_reasons,
+)
 from perfgate.rules import Rules, Statistics, default_rules
 from perfgate.verdict import MetricStatus, Verdict
 
@@ -776,3 +783,59 @@ def test_a_utilization_drop_is_not_explained_by_operators_that_did_not_grow() ->
     comparison.operators.append(grown)
     assert comparison.explaining_operators("utilization") == [grown]
     assert comparison.explaining_operators("copy_ratio") == [grown]
+
+
+def _real_pair() -> tuple[Any, Any]:
+    """input_pipeline's real baseline and its host_copy run (a copy every step)."""
+    import json
+    from pathlib import Path
+
+    records = Path(__file__).parent / "data" / "records"
+    baseline = json.loads((records / "input_pipeline.baseline.json").read_text())
+    runs = json.loads((records / "host_copy.results.json").read_text())["runs"]
+    [current] = [r for r in runs if r["benchmark"] == "input_pipeline"]
+    return baseline, current
+
+
+def test_runs_of_two_environments_are_not_called_regressed() -> None:
+    from perfgate.report.compare import render_markdown, render_table
+
+    baseline, current = _real_pair()
+    current = {**current, "fingerprint": {**current["fingerprint"], "device": "Intel Xeon"}}
+    comparison = compare_runs(baseline, current, default_rules())
+    assert comparison.verdict is Verdict.INCOMPARABLE
+    # The figures are still told (step time +243%, copy ratio +39.6pt, aten::to), but no
+    # line or cell calls them a regression: the verdict says why they are not judged.
+    for text in (render_table([comparison]), render_markdown([comparison])):
+        assert " regressed: " not in text and "REGRESSION" not in text
+        assert "input_pipeline: copy_ratio not judged (another environment): 1.55% → 41.13%" in text
+        assert "(regression)" in text
+        assert "device: AMD EPYC → Intel Xeon" in text
+    assert verdict_reasons(comparison) == [
+        "input_pipeline: incomparable: environment differs (hard): device: AMD EPYC → Intel Xeon"
+    ]
+
+
+def test_a_profile_that_does_not_name_its_cpu_compares_with_the_plugins_record() -> None:
+    # `perfgate compare BASELINE TRACE` of a CPU run: the trace read alone says device
+    # "cpu", the plugin's record the CPU model. That was a hard difference (incomparable).
+    baseline, current = _real_pair()
+    untimed: Any = {k: v for k, v in current.items() if k != "timing"}
+    untimed["fingerprint"] = {"device": "cpu", "profiler": "kineto", "task_basis": "cpu"}
+    comparison = compare_runs(baseline, untimed, default_rules())
+    assert comparison.verdict is Verdict.REGRESSION
+    assert (
+        "environment differs (soft): device: AMD EPYC → cpu (one side does not name its CPU model)"
+        in comparison.warnings
+    )
+    # Step time of profiled steps on both sides: a trace has no timed rounds, and the
+    # baseline's timed rounds run without the profiler's cost.
+    [step] = [m for m in comparison.metrics if m.name == "step_time"]
+    assert step.baseline == pytest.approx(gated_value({**baseline, "timing": {}}, "step_time_us"))
+    assert step.baseline != pytest.approx(gated_value(baseline, "step_time_us"))
+    assert any(
+        "profiled steps of both sides (the current side is a profile" in n for n in comparison.notes
+    )
+    # Another CPU model is still another device.
+    other = {**untimed, "fingerprint": {**untimed["fingerprint"], "device": "Intel Xeon"}}
+    assert compare_runs(baseline, other, default_rules()).verdict is Verdict.INCOMPARABLE

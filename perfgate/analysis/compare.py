@@ -670,8 +670,19 @@ def fingerprint_differences(
         if b == c or b in (None, "") or c in (None, ""):
             continue
         line = f"{name}: {b} → {c}"
+        if name == "device" and _unnamed_cpu(b, c, baseline, current):
+            # A CPU-only profile read on its own says "cpu"; the plugin's record names the
+            # model. One of them unknown is no proof of another CPU.
+            soft.append(f"{line} (one side does not name its CPU model)")
+            continue
         (hard if name in HARD_FINGERPRINT_FIELDS else soft).append(line)
     return hard, soft
+
+
+def _unnamed_cpu(b: Any, c: Any, baseline: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether one device is the generic ``cpu`` and both sides ran on the CPU alone."""
+    on_cpu = all(side.get("task_basis") == "cpu" for side in (baseline, current))
+    return on_cpu and "cpu" in (b, c)
 
 
 def parameter_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
@@ -948,6 +959,15 @@ def _count_copies(judgement: MetricJudgement, baseline: RunRecord, current: RunR
         judgement.inconclusive = False
 
 
+def _without_timing(record: RunRecord) -> RunRecord:
+    """``record`` without its timed rounds: its step time is then its profiled steps'."""
+    if not record.get("timing"):
+        return record
+    copy = dict(record)
+    del copy["timing"]
+    return copy  # type: ignore[return-value]
+
+
 def side_rounds(record: RunRecord, metric: str) -> RoundValues:
     """A record's round values of ``metric``: step time from its timed rounds (log scale),
     the other metrics from its profiled passes (one value per pass, each its own process)."""
@@ -1044,6 +1064,15 @@ def compare_runs(
     history = list(history) or [baseline]
     if history[0] is not baseline:
         history = [baseline, *history]
+    untimed = [
+        name for name, r in (("baseline", baseline), ("current", current)) if not r.get("timing")
+    ]
+    if len(untimed) == 1:
+        # A profile on one side (perfgate compare BASELINE TRACE): its step times are the
+        # profiled steps', slower by the profiler's cost than timed rounds; the other side's
+        # profiled steps are the ones to set beside them.
+        history = [_without_timing(h) for h in history]
+        baseline, current = history[0], _without_timing(current)
     comparison = Comparison(
         benchmark=str(current.get("benchmark") or baseline.get("benchmark")),
         verdict=Verdict.PASS,
@@ -1056,6 +1085,11 @@ def compare_runs(
         baseline.get("fingerprint", {}), current.get("fingerprint", {})
     )
     comparison.warnings.extend(f"environment differs (soft): {line}" for line in soft)
+    if len(untimed) == 1:
+        comparison.notes.append(
+            f"step time: the profiled steps of both sides (the {untimed[0]} side is a "
+            "profile, without timed rounds)"
+        )
     changed = parameter_differences(
         baseline.get("parameters") or {}, current.get("parameters") or {}
     )

@@ -186,12 +186,17 @@ def _p(m: MetricJudgement) -> str:
     return format_p(m.p_value)
 
 
-def _shown_status(status: MetricStatus) -> str:
+def _shown_status(status: MetricStatus, judged: bool = True) -> str:
+    """A metric's status cell: loud where it fails; in parentheses where the runs were not
+    judged (two environments: the status is what the figures would say, not a verdict)."""
+    if not judged:
+        return f"({status.value})"
     loud = (MetricStatus.REGRESSION, MetricStatus.UNSTABLE)
     return status.value.upper() if status in loud else status.value
 
 
 def _metric_rows(c: Comparison) -> list[list[str]]:
+    judged = c.verdict is not Verdict.INCOMPARABLE
     return [
         [
             m.name,
@@ -200,7 +205,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
             format_change(m.change, m.unit),
             m.threshold if m.gated else f"({m.threshold})",
             _p(m),
-            _shown_status(m.status),
+            _shown_status(m.status, judged),
         ]
         for m in c.metrics
     ]
@@ -209,6 +214,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
 def _operator_cells(c: Comparison, top: int) -> tuple[list[str], list[list[str]]]:
     """The names (in full) and the other cells of the operators a table lists."""
     operators = _changed_operators(c, top)
+    flag = " REGRESSION" if c.verdict is not Verdict.INCOMPARABLE else " (regression)"
     cells = [
         [
             o.core,
@@ -217,7 +223,7 @@ def _operator_cells(c: Comparison, top: int) -> tuple[list[str], list[list[str]]
             format_ms(o.delta_us, signed=True),
             format_share(o.share_of_step_delta),
             f"{format_calls(o.baseline_calls_per_step)} → {format_calls(o.current_calls_per_step)}",
-            o.status + (" REGRESSION" if o.regression else ""),
+            o.status + (flag if o.regression else ""),
         ]
         for o in operators
     ]

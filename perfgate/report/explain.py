@@ -212,19 +212,22 @@ def summary_lines(c: Comparison) -> list[str]:
         if c.verdict is Verdict.REGRESSION
         else (MetricStatus.REGRESSION, MetricStatus.IMPROVEMENT, MetricStatus.UNSTABLE)
     )
+    # Runs of two environments are not judged: their figures are told, not called regressed.
+    judged = c.verdict is not Verdict.INCOMPARABLE
     lines = []
     for m in c.metrics:
         if not m.gated or m.status not in shown:
             continue
+        word = _STATUS_WORDS[m.status] if judged else "not judged (another environment)"
         line = (
-            f"{c.benchmark}: {m.name} {_STATUS_WORDS[m.status]}: "
+            f"{c.benchmark}: {m.name} {word}: "
             f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
             f"({format_change(m.change, m.unit)}, limit {m.threshold}) "
             f"vs baseline {baseline_label(c)}"
         )
         if m.p_value is not None:
             line += f"; {p_clause(m.p_value)}"
-        if m.status is MetricStatus.UNSTABLE:
+        if m.status is MetricStatus.UNSTABLE and judged:
             line += "; " + "; ".join(metric_reasons(m))
         if m.status is MetricStatus.REGRESSION:
             culprits = c.explaining_operators(m.metric)
@@ -237,7 +240,8 @@ def summary_lines(c: Comparison) -> list[str]:
                 line += f"; per step: {where}"
         lines.append(line)
     lines.extend(
-        f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] regressed: "
+        f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] "
+        f"{'regressed' if judged else 'not judged (another environment)'}: "
         f"{o.baseline_time_per_step_us / 1e3:.3f} → {o.current_time_per_step_us / 1e3:.3f} "
         f"ms/step ({p_clause(o.p_value)}, Holm-corrected)"
         for o in c.operators

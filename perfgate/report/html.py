@@ -67,6 +67,8 @@ def _markup(svg: str | None) -> Any:
 
 
 def _metric_rows(comparison: Any) -> list[dict[str, Any]]:
+    # Runs of two environments are not judged: no metric of theirs is failing.
+    judged = comparison.verdict is not Verdict.INCOMPARABLE
     rows = []
     for m in comparison.metrics:
         rows.append(
@@ -77,8 +79,10 @@ def _metric_rows(comparison: Any) -> list[dict[str, Any]]:
                 "change": format_change(m.change, m.unit),
                 "limit": m.threshold if m.gated else f"({m.threshold}, not gated)",
                 "p": "—" if m.p_value is None else format_p(m.p_value),
-                "status": m.status.value,
-                "failing": m.status in (MetricStatus.REGRESSION, MetricStatus.UNSTABLE) and m.gated,
+                "status": m.status.value if judged else f"({m.status.value}, not judged)",
+                "failing": judged
+                and m.gated
+                and m.status in (MetricStatus.REGRESSION, MetricStatus.UNSTABLE),
                 "reasons": metric_reasons(m),
             }
         )
