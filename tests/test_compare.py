@@ -801,8 +801,8 @@ def test_runs_of_two_environments_are_not_called_regressed() -> None:
     from perfgate.report.compare import render_markdown, render_table
 
     baseline, current = _real_pair()
-    current = {**current, "fingerprint": {**current["fingerprint"], "device": "Intel Xeon"}}
-    comparison = compare_runs(baseline, current, default_rules())
+    moved: Any = {**current, "fingerprint": {**current["fingerprint"], "device": "Intel Xeon"}}
+    comparison = compare_runs(baseline, moved, default_rules())
     assert comparison.verdict is Verdict.INCOMPARABLE
     # The figures are still told (step time +243%, copy ratio +39.6pt, aten::to), but no
     # line or cell calls them a regression: the verdict says why they are not judged.
@@ -831,11 +831,12 @@ def test_a_profile_that_does_not_name_its_cpu_compares_with_the_plugins_record()
     # Step time of profiled steps on both sides: a trace has no timed rounds, and the
     # baseline's timed rounds run without the profiler's cost.
     [step] = [m for m in comparison.metrics if m.name == "step_time"]
-    assert step.baseline == pytest.approx(gated_value({**baseline, "timing": {}}, "step_time_us"))
+    profiled: Any = {**baseline, "timing": {}}
+    assert step.baseline == pytest.approx(gated_value(profiled, "step_time_us"))
     assert step.baseline != pytest.approx(gated_value(baseline, "step_time_us"))
     assert any(
         "profiled steps of both sides (the current side is a profile" in n for n in comparison.notes
     )
     # Another CPU model is still another device.
-    other = {**untimed, "fingerprint": {**untimed["fingerprint"], "device": "Intel Xeon"}}
+    other: Any = {**untimed, "fingerprint": {**untimed["fingerprint"], "device": "Intel Xeon"}}
     assert compare_runs(baseline, other, default_rules()).verdict is Verdict.INCOMPARABLE
