@@ -464,6 +464,24 @@ def generator_step():
 def test_generator_step(perfgate):
     perfgate.run(generator_step, steps=3)
 
+def test_too_many_steps(perfgate):
+    perfgate.run(noop, steps=10**12)
+
+def test_command_line_as_text(perfgate):
+    perfgate.command("python train.py")
+
+def test_command_without_argv(perfgate):
+    perfgate.command([])
+
+def test_command_timeout_as_text(perfgate):
+    perfgate.command(["python", "-c", "pass"], timeout="60")
+
+def test_command_env_numbers(perfgate):
+    perfgate.command(["python", "-c", "pass"], env={"OMP_NUM_THREADS": 1})
+
+def test_command_cwd_missing(perfgate):
+    perfgate.command(["python", "-c", "pass"], cwd="no/such/dir")
+
 @pytest.mark.perfgate(name="loop")
 def test_marker_without_fixture():
     pass
@@ -503,6 +521,20 @@ MISUSE_SAYS = {
     "generator function, whose call does not run its body *",
     "test_generator_step": "perfgate.run: step_fn <function generator_step at *> is an async "
     "or generator function, whose call does not run its body *",
+    # 10**12 steps ran for ever, to be refused by the record's bounds at the end; the
+    # command's arguments met subprocess's TypeErrors (a string ran 'p' as a program).
+    "test_too_many_steps": "perfgate: steps must be at most 2,222 (a record keeps at most "
+    "100,000 timed steps: steps × statistics.max_rounds 15 × statistics.processes 3), got "
+    "1,000,000,000,000",
+    "test_command_line_as_text": "perfgate.command: argv must be a list of arguments, got the "
+    "string 'python train.py' (split it: shlex.split(...), *",
+    "test_command_without_argv": "perfgate.command: argv must be a non-empty list of "
+    "arguments, got []",
+    "test_command_timeout_as_text": "perfgate.command: timeout must be a number of seconds > 0 "
+    "(or None), got '60'",
+    "test_command_env_numbers": "perfgate.command: env must map names to text values (str), "
+    "got {'OMP_NUM_THREADS': 1}",
+    "test_command_cwd_missing": "perfgate.command: cwd 'no/such/dir' is not a directory",
     "test_marker_without_fixture": "perfgate: test_misuse.py::test_marker_without_fixture: "
     "@pytest.mark.perfgate marks a test that does not take the perfgate fixture, so nothing "
     "would be measured or gated; *",
@@ -531,7 +563,7 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     # The set and the NaN were a traceback out of pytest_sessionfinish (no results at all);
     # under xdist the set silently dropped the benchmark from the results.
     assert outcomes.get("passed") == 2, result.stdout.str()
-    assert (outcomes.get("failed"), outcomes.get("errors")) == (11, 4)
+    assert (outcomes.get("failed"), outcomes.get("errors")) == (17, 4)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     for test, says in MISUSE_SAYS.items():

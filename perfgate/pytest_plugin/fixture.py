@@ -19,7 +19,7 @@ from perfgate.analysis.compare import Comparison, Look
 from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
 from perfgate.profilers import measure, runner
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
-from perfgate.records import RunRecord, encodes_as_utf8, merge_processes
+from perfgate.records import MAX_SAMPLES, RunRecord, encodes_as_utf8, merge_processes
 from perfgate.report.results import BenchmarkResult
 from perfgate.rules import Rules
 from perfgate.store.keys import check_name
@@ -101,6 +101,15 @@ class Benchmark:
             )
         # A marker's 0 is a value, not "unset": only None falls back to the default.
         steps = _count("steps", steps if steps is not None else self.default_steps, 20, 1)
+        stats = self.rules.statistics
+        # A record keeps at most MAX_SAMPLES timed steps: refused now, not after the rounds.
+        most = MAX_SAMPLES // (stats.max_rounds * stats.processes)
+        if steps > most:
+            _fail(
+                f"perfgate: steps must be at most {most:,} (a record keeps at most "
+                f"{MAX_SAMPLES:,} timed steps: steps × statistics.max_rounds "
+                f"{stats.max_rounds} × statistics.processes {stats.processes}), got {steps:,}"
+            )
         warmup = _count("warmup", warmup if warmup is not None else self.default_warmup, 3, 0)
         extra = _json_parameters("perfgate.run", parameters, ("steps", "warmup", "profiler"))
         if self.session.ab_ref:
@@ -218,11 +227,11 @@ class Benchmark:
         with msprof on the runner, once more under msprof for the device metrics and the
         operator table."""
         self._once("command")
+        argv, cwd, env = _command_arguments(argv, cwd, env, timeout)
         extra = _json_parameters("perfgate.command", parameters, ("command", "profiler"))
         if self.session.ab_ref:
             return self._from_ab()
-        argv = [str(a) for a in argv]
-        child_env = {**os.environ, **(env or {})}
+        child_env = {**os.environ, **env}
         out = self.session.profile_dir(self.name)
         configured_env = self.session.settings.baseline.env
         stats = self.rules.statistics
@@ -556,6 +565,42 @@ def _json_value(value: object, depth: int = 0) -> object:
                 raise ValueError(f"[{key!r}]{exc}") from None
         return mapping
     raise ValueError(f": is a {type(value).__name__} ({shown(value)})")
+
+
+def _command_arguments(
+    argv: object, cwd: object, env: object, timeout: object
+) -> tuple[list[str], Path | None, dict[str, str]]:
+    """:meth:`Benchmark.command`'s arguments checked, or a test failure naming the first
+    that is wrong (they met subprocess's own TypeErrors deep in the first round)."""
+    what = "perfgate.command"
+    if isinstance(argv, (str, bytes)):
+        _fail(
+            f"{what}: argv must be a list of arguments, got the string {shown(argv)} (split "
+            "it: shlex.split(...), or ['bash', '-c', ...] for a shell line)"
+        )
+    if not isinstance(argv, Sequence) or not argv:
+        _fail(f"{what}: argv must be a non-empty list of arguments, got {shown(argv)}")
+    if not all(isinstance(a, (str, os.PathLike, int, float)) for a in argv):
+        bad = next(a for a in argv if not isinstance(a, (str, os.PathLike, int, float)))
+        _fail(f"{what}: argv items must be text or paths, got {shown(bad)}")
+    if cwd is not None:
+        if not isinstance(cwd, (str, os.PathLike)):
+            _fail(f"{what}: cwd must be a directory path, got {shown(cwd)}")
+        if not Path(cwd).is_dir():
+            _fail(f"{what}: cwd {shown(str(cwd))} is not a directory")
+    if env is not None and not (
+        isinstance(env, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        _fail(f"{what}: env must map names to text values (str), got {shown(env)}")
+    if timeout is not None and not (
+        isinstance(timeout, (int, float))
+        and not isinstance(timeout, bool)
+        and math.isfinite(timeout)
+        and timeout > 0
+    ):
+        _fail(f"{what}: timeout must be a number of seconds > 0 (or None), got {shown(timeout)}")
+    return [str(a) for a in argv], Path(cwd) if cwd is not None else None, dict(env or {})
 
 
 def _fail(message: str) -> NoReturn:
