@@ -37,9 +37,25 @@ def positive_int(text: str) -> int:
     return value
 
 
+def given(what: str) -> Any:
+    """An ``argparse`` type: text that is not empty (``--config=`` from an unset shell
+    variable fell back to the default without a word)."""
+
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(
+                f"is empty (expected {what}; leave the option out for the default)"
+            )
+        return text
+
+    check.__name__ = what  # argparse names the type in its "invalid … value" message
+    return check
+
+
 def add_config_option(addoption: AddOption, prefix: str = "") -> None:
     addoption(
         f"--{prefix}config",
+        type=given("a file"),
         default=None,
         metavar="FILE",
         help="perfgate.yaml or pyproject.toml. Default: the one at the repository root",
@@ -50,6 +66,7 @@ def add_gate_options(addoption: AddOption, prefix: str = "") -> None:
     """How a run is gated: which baseline, and whether undecided verdicts fail."""
     addoption(
         f"--{prefix}baseline-ref",
+        type=given("a git ref"),
         default=None,
         metavar="REF",
         help="look baselines up from REF instead of the merge-base with the baseline branch",

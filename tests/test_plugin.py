@@ -95,6 +95,34 @@ def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        # An unset shell variable (--perfgate-config=$CONFIG) read the default file silently.
+        (["--perfgate-config="], "*argument --perfgate-config: is empty (expected a file; *"),
+        (
+            ["--perfgate-baseline-ref="],
+            "*argument --perfgate-baseline-ref: is empty (expected a git ref; *",
+        ),
+        # The A/B run measures its base now: a baseline ref was ignored without a word.
+        (
+            ["--perfgate-ab=HEAD", "--perfgate-baseline-ref=HEAD"],
+            "*--perfgate-ab compares with a base measured now, not with stored baselines: drop "
+            "--perfgate-baseline-ref (or --perfgate-ab)*",
+        ),
+    ],
+    ids=["empty config", "empty ref", "ab with a baseline ref"],
+)
+def test_options_that_would_be_ignored_are_usage_errors(
+    project: pytest.Pytester, args: list[str], says: str
+) -> None:
+    result = project.runpytest_subprocess("--perfgate", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([says])
+    out = project.path / "perfgate-out"
+    assert not out.exists() or not any(out.iterdir())  # nothing measured, nothing written
+
+
 def test_an_output_directory_that_cannot_be_made_is_a_usage_error_before_any_benchmark(
     project: pytest.Pytester,
 ) -> None:

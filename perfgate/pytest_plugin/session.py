@@ -128,6 +128,11 @@ class PerfgateSession:
                 "--perfgate-ab compares with a base measured now and writes no baseline: "
                 "drop --perfgate-update"
             )
+        if session.ab_ref and session.baseline_ref:
+            raise PerfgateError(
+                "--perfgate-ab compares with a base measured now, not with stored baselines: "
+                "drop --perfgate-baseline-ref (or --perfgate-ab)"
+            )
         if session.ab_ref and getattr(config.option, "numprocesses", None):
             raise PerfgateError(
                 "--perfgate-ab runs its own processes one at a time: drop -n (pytest-xdist)"
