@@ -216,3 +216,28 @@ def test_wide_names_are_cut_and_aligned_by_terminal_columns(
     assert lines[3].startswith("前向计算 ")
     assert "…" in lines[2] and lines[2].startswith("数据加载")
     assert display_width(short_name(names[0], 21)) <= 21
+
+
+def test_baseline_show_gives_the_step_time_a_comparison_takes() -> None:
+    # The real input_pipeline baseline: `perfgate baseline show` gave the profiled steps'
+    # median (2.044 ms, under the profiler) as the step time; the gate takes the timed
+    # rounds' centre (1.883 ms).
+    from perfgate.analysis.compare import gated_value
+    from perfgate.report.baseline import render_baseline
+
+    record = json.loads(
+        (Path(__file__).parent / "data" / "records" / "input_pipeline.baseline.json").read_text()
+    )
+    rows = {
+        line[:20].strip(): line[20:].split()
+        for line in render_baseline(record).splitlines()
+        if line.startswith(("step_time", "copy_ratio"))
+    }
+    assert " ".join(rows["step_time (timed)"][:2]) == format_value(
+        "step_time_us", gated_value(record, "step_time_us")
+    )
+    assert rows["step_time (timed)"][-1] == str(len(record["timing"]["step_time_us"]))
+    assert rows["step_time (profiled)"][0] == "—"
+    assert " ".join(rows["step_time (profiled)"][1:3]) == "2.044 ms"
+    assert rows["copy_ratio"][0] == format_value("copy_ratio", gated_value(record, "copy_ratio"))
+    assert "device_count=1," in render_baseline(record)  # not 1.0

@@ -16,6 +16,47 @@ from perfgate.report.format import (
 )
 
 
+def _plain(value: object) -> object:
+    """A fingerprint value as written: a count read back from JSON as 1.0 is 1."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _metric_rows(record: BaselineRecord) -> list[list[str]]:
+    """One row per metric: the value a comparison takes of this baseline (gated_value) and
+    the spread of its steps; step time twice, timed (what is gated) and profiled."""
+    from perfgate.analysis.compare import gated_value
+
+    timing = record.get("timing") or {}
+    samples = record.get("samples", {})
+    series: list[tuple[str, str, list[float | None], float | None]] = []
+    for name in METRIC_NAMES:
+        gated = gated_value(record, name)
+        if name == "step_time_us" and timing:
+            series.append(("step_time (timed)", name, list(timing["step_time_us"]), gated))
+            series.append(("step_time (profiled)", name, list(samples.get(name, [])), None))
+        else:
+            label = name.removesuffix("_us")
+            series.append((label, name, list(samples.get(name, [])), gated))
+    rows = []
+    for label, name, steps, gated in series:
+        values = np.asarray([v for v in steps if v is not None], dtype=float)
+        shown = format_value(name, gated) if gated is not None else "—"
+        if values.size:
+            rows.append(
+                [
+                    label,
+                    shown,
+                    format_value(name, float(np.median(values))),
+                    format_value(name, float(values.min())),
+                    format_value(name, float(values.max())),
+                    str(values.size),
+                ]
+            )
+        else:
+            rows.append([label, shown, "n/a", "n/a", "n/a", "0"])
+    return rows
+
+
 def render_baseline(record: BaselineRecord, top: int = 10) -> str:
     lines = [
         f"baseline: {record['benchmark']} on {record['env']}",
@@ -24,27 +65,27 @@ def render_baseline(record: BaselineRecord, top: int = 10) -> str:
         + (" DIRTY" if record.get("dirty") else ""),
         f"created:  {record.get('created', 'unknown')}",
     ]
-    fingerprint = record.get("fingerprint") or {}
+    fingerprint = {k: v for k, v in (record.get("fingerprint") or {}).items() if v is not None}
     if fingerprint:
-        lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in fingerprint.items()))
-    samples = record.get("samples", {})
-    rows = []
-    for name in METRIC_NAMES:
-        values = np.asarray([v for v in samples.get(name, []) if v is not None], dtype=float)
-        if values.size:
-            rows.append(
-                [
-                    name,
-                    format_value(name, float(np.median(values))),
-                    format_value(name, float(values.min())),
-                    format_value(name, float(values.max())),
-                    values.size,
-                ]
-            )
-        else:
-            rows.append([name, "n/a", "n/a", "n/a", 0])
+        lines.append(
+            "environment: " + ", ".join(f"{k}={_plain(v)}" for k, v in fingerprint.items())
+        )
     lines.append("")
-    lines.append(tabulate(rows, headers=["metric", "median", "min", "max", "n"]))
+    lines.append(
+        tabulate(
+            _metric_rows(record),
+            headers=["metric", "gated", "median", "min", "max", "steps"],
+            disable_numparse=True,
+            colalign=("left", "right", "right", "right", "right", "right"),
+        )
+    )
+    timing = record.get("timing")
+    if timing:
+        rounds = len(set(zip(timing.get("process") or [], timing.get("round") or [], strict=False)))
+        lines.append(
+            f"gated: what a comparison takes (step time: the centre of {rounds} timed rounds; "
+            "the profiled steps run under the profiler, slower by its cost)"
+        )
     operators = record.get("operators", [])[:top]
     if operators:
         lines.append("")
