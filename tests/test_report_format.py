@@ -15,6 +15,7 @@ from perfgate.report.format import (
     format_change,
     format_p,
     format_time,
+    format_value,
     p_clause,
     short_name,
     short_names,
