@@ -111,6 +111,11 @@ def test_idle_gaps_on_a_kineto_trace_name_the_task_before_the_gap() -> None:
     gap = hint.items[0]
     assert gap["gap_us"] == 10857887.0
     assert (gap["before"], gap["after"]) == ("Memset", "computeOffsetsKernel")
+    # The window's step id is a sentinel (-1), no step a user could look up.
+    assert gap["step"] == -1
+    message = hint_message(hint)
+    assert "10.858 s in the profile (no step marks) after Memset [other]" in message
+    assert "step -1" not in message
 
 
 def test_idle_gaps_do_not_trip_on_a_busy_device() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from perfgate.analysis.advisor import Hint
+from perfgate.analysis.metrics import NO_STEP
 from perfgate.report.format import format_calls, format_ratio, format_time
 
 TITLES = {
@@ -69,8 +70,14 @@ def _op_list(items: Iterable[Mapping[str, Any]], limit: int = 3) -> str:
     return ", ".join(parts)
 
 
+def _step_place(step: object) -> str:
+    """``step 12``; the one window of a profile without step marks (step −1) is no step a
+    user could look up: ``the profile (no step marks)``."""
+    return "the profile (no step marks)" if step == NO_STEP else f"step {step}"
+
+
 def _gap(item: Mapping[str, Any]) -> str:
-    where = f"{format_time(item.get('gap_us'))} in step {item.get('step')}"
+    where = f"{format_time(item.get('gap_us'))} in {_step_place(item.get('step'))}"
     before = item.get("before")
     if before:
         kind = item.get("before_category")
@@ -149,7 +156,7 @@ def hint_message(hint: Hint) -> str:
         if hint.items:
             worst = hint.items[0]
             text += (
-                f"; worst: step {worst['step']}, rank {worst['slowest_rank']} "
+                f"; worst: {_step_place(worst['step'])}, rank {worst['slowest_rank']} "
                 f"{format_time(worst['slowest_us'])} vs median {format_time(worst['median_us'])}"
             )
         return text
