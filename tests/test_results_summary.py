@@ -128,3 +128,30 @@ def test_the_summary_table_fits_the_terminal(monkeypatch: pytest.MonkeyPatch, wi
         assert any(line.startswith(result.record["benchmark"] + " ") for line in table)
     assert ("50ff51cb4234" in "".join(table)) == (width == 100)
     assert (lines[rule + 1 + len(results)] == "baseline: 50ff51cb4234") == (width == 80)
+
+
+def test_an_unstable_verdicts_line_gives_the_values_it_could_not_decide_on() -> None:
+    # cnn_train of host_copy, its utilization and copy ratio taken as passing: what is left
+    # is the unstable step time (+15.3%, p=0.31). Its line read "+15.3% is past the +5%
+    # limit but not significant …" without the two step times or the baseline.
+    from dataclasses import replace
+
+    from perfgate.report.explain import verdict_reasons
+    from perfgate.verdict import MetricStatus, Verdict
+
+    document = json.loads((RECORDS / "host_copy.results.json").read_text())
+    [cnn] = [
+        BenchmarkResult.from_dict(r) for r in document["runs"] if r["benchmark"] == "cnn_train"
+    ]
+    assert cnn.comparison is not None
+    metrics = [
+        m if m.status is not MetricStatus.REGRESSION else replace(m, status=MetricStatus.PASS)
+        for m in cnn.comparison.metrics
+    ]
+    unstable = replace(cnn.comparison, verdict=Verdict.UNSTABLE, metrics=metrics)
+    [line] = verdict_reasons(unstable)
+    assert line.startswith(
+        "cnn_train: step_time is unstable: 29.594 ms → 34.122 ms (+15.3%, limit +5%) vs "
+        "baseline 50ff51cb4234"
+    )
+    assert "+15.3% is past the +5% limit but not significant (p=0.31" in line

@@ -288,10 +288,11 @@ def verdict_reasons(c: Comparison) -> list[str]:
 def _other_reason(c: Comparison) -> str | None:
     """The one line of an unstable, incomparable or error verdict."""
     if c.verdict is Verdict.UNSTABLE:
-        unstable = [m for m in c.metrics if m.gated and m.status is MetricStatus.UNSTABLE]
+        # The metric's own summary line: its values, the change and the limit, then why the
+        # change could not be decided (the figures were left out of this line).
+        unstable = [line for line in summary_lines(c) if " is unstable: " in line]
         if unstable:
-            m = unstable[0]
-            return f"{c.benchmark}: {m.name} is unstable: {unstable_clause(m)}"
+            return unstable[0]
     if c.verdict is Verdict.INCOMPARABLE:
         hard = [w for w in c.warnings if "(hard)" in w]
         return f"{c.benchmark}: incomparable: {hard[0] if hard else 'another environment'}"
