@@ -241,6 +241,8 @@ def test_level0_name_rule_gives_back_every_level1_type() -> None:
         ("Conv2D1", "Conv2D"),
         ("ReduceSum7", "ReduceSum"),
         ("Conv2DBackpropFilter6_MemSet", "MemSet"),
+        # A real Level0 trace (tests/data/ascend_timeline): the memset of a TransData.
+        ("trans_TransData_27_MemSet", "MemSet"),
         ("aclnnMm_MatMulCommon_MatMulV2", "MatMulV2"),
         ("hcom_allReduce__868_0_1", "hcom_allReduce_"),
         ("GatherV282", "GatherV2"),  # advisor_backend_compute_advice: Type GatherV2

@@ -61,6 +61,7 @@ def categorize(core: pd.Series, name: pd.Series) -> pd.Series:
 #   aclnn<Api>_<Impl>_<OpType>     → OpType        aclnnMm_MatMulCommon_MatMulV2 → MatMulV2
 #   hcom_<op>_<ids…>               → hcom_<op>_    hcom_allReduce__868_0_1 → hcom_allReduce_
 #   trans_<OpType>_<n>             → OpType        trans_TransData_0 → TransData
+#   trans_<OpType>_<n>_<SubKernel> → SubKernel     trans_TransData_27_MemSet → MemSet
 #   atomic_memset…                 → MemSet        atomic_memset-1_69_2208226_1_0 → MemSet
 #   <Op><n>_<SubKernel>            → SubKernel     Conv2DBackpropFilter6_MemSet → MemSet
 #   <Op>V<d>[<n>]                  → <Op>V<d>      GatherV282 → GatherV2, MatMulV2 → MatMulV2
@@ -75,11 +76,21 @@ def categorize(core: pd.Series, name: pd.Series) -> pd.Series:
 _ACLNN = re.compile(r"^aclnn[A-Za-z0-9]+_.+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
 _HCOM = re.compile(r"^(?P<op>hcom_[A-Za-z0-9]+_)")
 _TRANS = re.compile(r"^trans_(?P<op>[A-Za-z][A-Za-z0-9]*)_\d+$")
+_TRANS_SUB_KERNEL = re.compile(r"^trans_[A-Za-z][A-Za-z0-9]*_\d+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
 _ATOMIC_MEMSET = re.compile(r"^atomic_(?P<op>memset)\b", re.IGNORECASE)
 _SUB_KERNEL = re.compile(r"^[A-Za-z][A-Za-z0-9]*?\d+_(?P<op>[A-Za-z][A-Za-z0-9]*)$")
 _VERSIONED = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*V\d)_?\d*$")
 _INSTANCE = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9_]*?[A-Za-z])_?\d+$")
-_NAME_RULES = (_ACLNN, _HCOM, _TRANS, _ATOMIC_MEMSET, _SUB_KERNEL, _VERSIONED, _INSTANCE)
+_NAME_RULES = (
+    _ACLNN,
+    _HCOM,
+    _TRANS,
+    _TRANS_SUB_KERNEL,
+    _ATOMIC_MEMSET,
+    _SUB_KERNEL,
+    _VERSIONED,
+    _INSTANCE,
+)
 
 
 def op_type_from_name(name: str) -> str:
