@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -82,6 +83,24 @@ def test_an_extra_host_copy_under_msprof_fails_on_copy_ratio_and_names_it(
     # 1pt limit, and the copy tasks per step rose 1 → 2.
     assert copy["change"] > 0.01
     assert copy["copy_calls"] == [1.0, 2.0]
+
+    # The kept profile is this run's (the recording's PROF_* of three processes are gone), and
+    # `perfgate inspect` of it reads the steps the command marked, as the gate did: it read
+    # the export's own step_trace and ignored step_marks.jsonl.
+    kept = ascend_runner.path / "perfgate-out" / "profiles" / "train"
+    assert len(list(kept.glob("PROF_*"))) == 1
+    inspected = subprocess.run(
+        [sys.executable, "-m", "perfgate", "inspect", str(kept), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    document = json.loads(inspected.stdout)
+    assert document["steps"]["analysed"] == len(run["samples"]["step_time_us"]) == 12
+    n = document["metrics"]["copy_ratio"]["n"]
+    assert (n, type(n)) == (12, int)  # a count, as docs/json.md shows it (it was 12.0)
+    gated = copy["current"]
+    assert document["metrics"]["copy_ratio"]["median"] == pytest.approx(gated, abs=0.02)
 
 
 def test_without_msprof_on_path_the_benchmark_fails_saying_how_to_fix_it(

@@ -90,6 +90,11 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(path, "file is empty")
     if path.is_dir() and not any(path.iterdir()):
         raise ProfileError(path, "directory is empty", expected=EXPECTED_LAYOUTS)
+    from perfgate.profilers.msprof import kept_run, load_msprof_run
+
+    kept = kept_run(path)
+    if kept is not None:  # perfgate.command's msprof run: its steps are the marked ones
+        return load_msprof_run(kept)
     reader = detect_reader(path)
     # pandas stores inferred text columns in Arrow when pyarrow is installed (the ``fast``
     # extra); the readers work on Python strings, which Arrow storage makes a copy to reach.

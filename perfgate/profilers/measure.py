@@ -319,7 +319,8 @@ def marked_step_times(
     wall time of each step it marked, warm-up steps left out, in µs."""
     from perfgate.marks import STEP_MARKS_ENV, read_step_marks
 
-    marks = out / "step_marks.jsonl"
+    # Not the msprof run's step_marks.jsonl, which the kept profile reads its steps from.
+    marks = out / "timed_step_marks.jsonl"
     marks.unlink(missing_ok=True)
     child_env = {**env, STEP_MARKS_ENV: str(marks)}
     try:
@@ -344,6 +345,7 @@ def marked_step_times(
             f"{' '.join(argv)} marked no steps: wrap each step in `with perfgate.marks.step(i):`"
         )
     steps = read_step_marks(marks)
+    marks.unlink(missing_ok=True)
     if "warmup" in steps.columns:
         steps = steps.loc[~steps["warmup"].astype(bool)]
     return [float(v) for v in (steps["end_us"] - steps["start_us"])]

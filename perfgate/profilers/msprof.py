@@ -22,6 +22,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -227,6 +228,30 @@ def _log_tail(log: Path) -> str:
 
 
 # --------------------------------------------------------------------------- reading
+
+
+def kept_run(path: Path) -> MsprofRun | None:
+    """The msprof run ``perfgate.command`` kept at ``path`` (``perfgate-out/profiles/<name>``:
+    its ``PROF_*`` directories with the step marks beside them), so that ``perfgate inspect``
+    of it reads what the gate read; None for any other path."""
+    marks = path / MARKS_FILE
+    if not path.is_dir() or not marks.is_file():
+        return None
+    prof_dirs = sorted(_prof_dirs(path))
+    if not prof_dirs:
+        return None
+    return MsprofRun(prof_dirs=prof_dirs, marks_path=marks, returncode=0, log_path=path / LOG_FILE)
+
+
+def clear_kept_run(path: Path) -> None:
+    """Remove what an earlier msprof run left in ``path``: the kept profile is this run's
+    (``PROF_*`` directories of earlier sessions would be read with it)."""
+    if not path.is_dir():
+        return
+    for prof in _prof_dirs(path):
+        shutil.rmtree(prof, ignore_errors=True)
+    for name in (MARKS_FILE, EXIT_STATUS_FILE, LOG_FILE):
+        (path / name).unlink(missing_ok=True)
 
 
 def load_msprof_run(run: MsprofRun) -> Profile:

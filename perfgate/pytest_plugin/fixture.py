@@ -252,9 +252,14 @@ class Benchmark:
 
             run_rounds(stats.rounds)
             if profiler == "msprof":
-                from perfgate.profilers.msprof import load_msprof_run, run_under_msprof
+                from perfgate.profilers.msprof import (
+                    clear_kept_run,
+                    load_msprof_run,
+                    run_under_msprof,
+                )
 
-                run = run_under_msprof(argv, out, env=child_env, timeout=timeout)
+                clear_kept_run(out)
+                run = run_under_msprof(argv, out, env=child_env, timeout=timeout, cwd=cwd)
                 clock.lap("profiled_steps")
                 record = measure.record_from_profile(
                     load_msprof_run(run), self.name, configured_env, self.session.settings.advisor

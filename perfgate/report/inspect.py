@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
@@ -80,13 +80,9 @@ def _document(
             "ranks": sorted(int(r) for r in analysis.per_rank["rank"].unique()),
             "ids": [int(s) for s in analysis.per_step["step"]],
         },
-        "metrics": {
-            name: {k: json_number(v) for k, v in analysis.summary[name].items()}
-            for name in METRIC_NAMES
-        },
+        "metrics": {name: _statistics(analysis.summary[name]) for name in METRIC_NAMES},
         "breakdown": {
-            name: {k: json_number(v) for k, v in analysis.summary[name].items()}
-            for name in (*BREAKDOWN_COLUMNS, "copy_us")
+            name: _statistics(analysis.summary[name]) for name in (*BREAKDOWN_COLUMNS, "copy_us")
         },
         "per_step": table(
             analysis.per_step.drop(columns=["start_us", "end_us"]).astype({"step": "int64"})
@@ -96,6 +92,11 @@ def _document(
         "advice": [advice_dict(h) for h in hints],
         "notes": analysis.notes,
     }
+
+
+def _statistics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A metric's statistics for JSON: NaN as null, the count ``n`` a whole number."""
+    return {k: int(v) if k == "n" else json_number(v) for k, v in summary.items()}
 
 
 def inspect_json(
