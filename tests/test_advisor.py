@@ -217,6 +217,16 @@ def test_long_kernels_and_back_to_back_small_ones_are_no_fusion_hint() -> None:
     hint = generated_hints(generated(gapped, [(0, 0, 0.0, 150.0)]))["small_kernels"]
     assert hint.items[0]["sequence"] == "Add ×10"
     assert hint.figures["launch_gap_us"] == 45.0  # nine gaps of 5 µs
+    # The same with a host copy in three of the gaps (one filling its gap, two half of
+    # theirs): 45 − 5 − 2.5 − 2.5 µs of launch gaps; the copies' time was counted as gaps.
+    copies: list[Task] = [
+        (0, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "copy", 10.0, 5.0),
+        (0, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "copy", 25.0, 2.5),
+        (0, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "copy", 42.5, 2.5),
+    ]
+    hint = generated_hints(generated(gapped + copies, [(0, 0, 0.0, 150.0)]))["small_kernels"]
+    assert hint.items[0]["sequence"] == "Add ×10"
+    assert hint.figures["launch_gap_us"] == 35.0
 
 
 # --------------------------------------------------------------------------- sync waits

@@ -403,8 +403,14 @@ def _small_kernels(
 
 def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str, Any]]:
     """Maximal runs of consecutive compute tasks, each shorter than the limit, each starting
-    after everything before it ended (a launch gap), at least ``small_kernel_run`` long."""
-    tasks = window.tasks.loc[window.tasks["category"] == Category.COMPUTE.value]
+    after everything before it ended (a launch gap), at least ``small_kernel_run`` long. A
+    run's launch gaps are the time between its tasks when the device did nothing: a copy or
+    a collective in a gap is work, not launch overhead."""
+    category = window.tasks["category"]
+    other = window.tasks.loc[category.isin((Category.COPY.value, Category.COMM.value))]
+    other_start = other["start_us"].to_numpy(dtype=np.float64)
+    busy = _CoveredTime(*merge(other_start, other_start + other["dur_us"].to_numpy(np.float64)))
+    tasks = window.tasks.loc[category == Category.COMPUTE.value]
     if len(tasks) < settings.small_kernel_run:
         return
     starts = tasks["start_us"].to_numpy(dtype=np.float64)
@@ -416,6 +422,8 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
     gaps = np.empty_like(starts)
     gaps[0] = 0.0
     gaps[1:] = starts[1:] - running_end[:-1]
+    idle = np.zeros_like(starts)
+    idle[1:] = np.maximum(gaps[1:] - (busy.before(starts[1:]) - busy.before(running_end[:-1])), 0.0)
     # i continues the run of i-1: both small, and i started after everything before ended.
     joins = np.zeros(len(starts), dtype=bool)
     joins[1:] = small[1:] & small[:-1] & (gaps[1:] > 0)
@@ -429,9 +437,28 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
             yield {
                 "ops": list(ops[first:index]),
                 "span_us": span,
-                "gap_us": float(gaps[first + 1 : index].sum()),
+                "gap_us": float(idle[first + 1 : index].sum()),
             }
         first = index
+
+
+@dataclass(frozen=True)
+class _CoveredTime:
+    """Disjoint sorted intervals, asked how much of them lies before a time."""
+
+    starts: npt.NDArray[np.float64]
+    ends: npt.NDArray[np.float64]
+
+    def before(self, at: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """The covered time before each of ``at``."""
+        if not self.starts.size:
+            return np.zeros_like(at)
+        lengths = self.ends - self.starts
+        done = np.concatenate([[0.0], np.cumsum(lengths)])
+        last = np.searchsorted(self.starts, at, side="right")  # intervals starting ≤ at
+        inside = np.clip(at - self.starts[np.maximum(last - 1, 0)], 0.0, None)
+        partial = np.where(last > 0, np.minimum(inside, lengths[np.maximum(last - 1, 0)]), 0.0)
+        return np.asarray(done[np.maximum(last - 1, 0)] + partial, dtype=np.float64)
 
 
 def _sequence_text(names: tuple[str, ...], limit: int = 6) -> str:
