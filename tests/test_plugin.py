@@ -631,9 +631,15 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     out = project.path / "perfgate-out"
     out.mkdir()
     (out / "summary.md").write_text("### perfgate: ✅ pass\n")  # an earlier session's
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "-k", "nothing")
-    # A session that measured nothing left the last one's verdict in place.
+    (out / "report.html").write_text("<h1>pass</h1>\n")
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "--perfgate-html=perfgate-out/report.html",
+        "-k", "nothing",
+    )  # fmt: skip
+    # A session that measured nothing left the last one's verdict in place (the HTML page
+    # too, after the results file and summary were cleared).
     assert not (out / "summary.md").exists()
+    assert not (out / "report.html").exists()
 
     result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "test_crash.py")
     result.assert_outcomes(passed=1, failed=1)

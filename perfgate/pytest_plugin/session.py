@@ -272,8 +272,8 @@ class PerfgateSession:
             for path in self.partial_dir.glob("*.json"):
                 path.unlink()
         if not self.measure_only:
-            for report in (self.json_path, self.md_path):
-                if report.is_file():
+            for report in (self.json_path, self.md_path, self.html_path):
+                if report is not None and report.is_file():
                     report.unlink()
 
     def write_partial(self, worker_id: str) -> None:
