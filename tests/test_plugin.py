@@ -230,18 +230,19 @@ def test_update_refuses_a_dirty_tree(project: pytest.Pytester) -> None:
     assert not (project.path / "baselines").exists()
 
 
+MARKED = """
+import pytest
+
+@pytest.mark.perfgate(name="tiny-loop", thresholds={"step_time": {"max_increase": "1%"}})
+def test_loop(perfgate):
+    perfgate.run(lambda: sum(range(1000)), steps=5, warmup=1)
+"""
+
+
 def test_marker_names_the_benchmark_and_tightens_its_threshold(
     project: pytest.Pytester,
 ) -> None:
-    project.makepyfile(
-        test_marked="""
-        import pytest
-
-        @pytest.mark.perfgate(name="tiny-loop", thresholds={"step_time": {"max_increase": "1%"}})
-        def test_loop(perfgate):
-            perfgate.run(lambda: sum(range(1000)), steps=5, warmup=1)
-        """
-    )
+    project.makepyfile(test_marked=MARKED)
     result = project.runpytest_subprocess(
         "--perfgate", "--perfgate-profiler=none", "test_marked.py"
     )
@@ -260,15 +261,7 @@ def test_comparing_the_results_file_again_reaches_the_plugins_verdict(
     # DESIGN §2: one gate, two doors. The marker's threshold (+1%) and the α of the look
     # that decided live in the test and the session, not in the settings: `perfgate compare`
     # of the results file judged with the configured +60% and all of α (0.01).
-    project.makepyfile(
-        test_marked="""
-        import pytest
-
-        @pytest.mark.perfgate(name="tiny-loop", thresholds={"step_time": {"max_increase": "1%"}})
-        def test_loop(perfgate):
-            perfgate.run(lambda: sum(range(1000)), steps=5, warmup=1)
-        """
-    )
+    project.makepyfile(test_marked=MARKED)
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", "test_marked.py")
     project.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
     _commit_all(project.path, "perfgate: baselines")
