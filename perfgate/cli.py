@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from perfgate import __version__
 from perfgate.errors import PerfgateError
-from perfgate.options import add_config_option, add_gate_options, positive_int
+from perfgate.options import add_config_option, add_gate_options, given, positive_int
 from perfgate.rules import METRICS
 from perfgate.verdict import EXIT_ERROR, EXIT_OK
 
@@ -58,7 +58,11 @@ def _add_report_options(
         "--top", type=positive_int, default=top, metavar="N", help=f"{top_help}. Default: {top}"
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+        "-o",
+        "--output",
+        type=given("a file"),
+        metavar="FILE",
+        help="write the report to FILE instead of stdout",
     )
 
 
@@ -68,6 +72,7 @@ def _repository_options() -> _Parser:
     add_config_option(common.add_argument)
     common.add_argument(
         "--repo",
+        type=given("a directory"),
         metavar="DIR",
         default=".",
         help="the git repository holding the baselines and the configuration. Default: .",
@@ -94,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument(
         "path",
+        type=given("a profile path", has_default=False),
         metavar="PROFILE",
         help="a *_ascend_pt or PROF_* directory, a torch.profiler trace (.json/.json.gz), "
         "a timeline, kernel_details.csv, or an msprof/torch_npu .db",
@@ -113,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
         "store in the repository (merge-base with the baseline branch, then first-parent "
         "ancestors). Exit status: 0 pass, 1 regression, 2 usage or data error.",
     )
-    compare.add_argument("sides", nargs="+", metavar="[BASELINE] CURRENT")
+    compare.add_argument(
+        "sides", nargs="+", type=given("a path", has_default=False), metavar="[BASELINE] CURRENT"
+    )
     add_gate_options(compare.add_argument)
     compare.add_argument(
         "--benchmark",
@@ -143,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument(
         "--from",
         dest="source",
+        type=given("a path", has_default=False),
         required=True,
         metavar="PATH",
         help="a results file, or a profile directory or trace",
@@ -174,12 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument(
         "target",
+        type=given("a file or a benchmark name", has_default=False),
         metavar="FILE_OR_BENCHMARK",
         help="a baseline file, or a benchmark name (looked up from HEAD)",
     )
     show.add_argument("--env", metavar="ENV", help="runner environment. Default: the only one")
     show.add_argument(
         "--baseline-ref",
+        type=given("a git ref"),
         metavar="REF",
         help="look the baseline up from REF instead of the merge-base with the baseline branch",
     )
@@ -201,7 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
         "summary or a PR comment; --format html writes one self-contained page with plots "
         "(open it offline). Exit status as for compare: 0 pass, 1 regression.",
     )
-    report.add_argument("results", metavar="RESULTS", help="a perfgate.results JSON file")
+    report.add_argument(
+        "results",
+        type=given("a file", has_default=False),
+        metavar="RESULTS",
+        help="a perfgate.results JSON file",
+    )
     report.add_argument(
         "--strict",
         action="store_true",
@@ -222,7 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Arguments after -- go to pytest (e.g. -- examples/ -k cnn). Exit status as for "
         "compare: 0 pass, 1 regression, 2 usage or data error.",
     )
-    ab.add_argument("--base", required=True, metavar="REF", help="the commit to compare with")
+    ab.add_argument(
+        "--base",
+        type=given("a git ref", has_default=False),
+        required=True,
+        metavar="REF",
+        help="the commit to compare with",
+    )
     ab.add_argument(
         "--pairs",
         type=positive_int,
@@ -236,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ab.add_argument(
         "--out",
+        type=given("a directory"),
         metavar="DIR",
         default="perfgate-out/ab",
         help="where the sessions' records and the results file go. Default: perfgate-out/ab",
@@ -274,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="output format (png needs -o and one env). Default: table",
     )
     hist.add_argument(
-        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+        "-o",
+        "--output",
+        type=given("a file"),
+        metavar="FILE",
+        help="write the report to FILE instead of stdout",
     )
     hist.set_defaults(handler=_cmd_history)
     return parser

@@ -37,15 +37,14 @@ def positive_int(text: str) -> int:
     return value
 
 
-def given(what: str) -> Any:
+def given(what: str, *, has_default: bool = True) -> Any:
     """An ``argparse`` type: text that is not empty (``--config=`` from an unset shell
-    variable fell back to the default without a word)."""
+    variable fell back to the default without a word; an empty path read ``.``)."""
+    hint = "; leave the option out for the default" if has_default else ""
 
     def check(text: str) -> str:
         if not text.strip():
-            raise argparse.ArgumentTypeError(
-                f"is empty (expected {what}; leave the option out for the default)"
-            )
+            raise argparse.ArgumentTypeError(f"is empty (expected {what}{hint})")
         return text
 
     check.__name__ = what  # argparse names the type in its "invalid … value" message

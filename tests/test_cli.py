@@ -599,3 +599,27 @@ def test_compare_picks_one_benchmark_of_a_results_file_and_names_a_misspelt_entr
         "no run of benchmark 'nope' (its runs: cnn_train, input_pipeline, transformer_infer)"
         in (capsys.readouterr().err)
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", ""],
+        ["compare", ""],
+        ["compare", "a.json", "--repo="],
+        ["compare", "a.json", "-o", ""],
+        ["baseline", "update", "--from="],
+        ["report", ""],
+        ["ab", "--base="],
+    ],
+)
+def test_an_empty_path_or_ref_is_a_usage_error_not_the_current_directory(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An unset shell variable (`perfgate inspect "$PROFILE"`) read `.`, or wrote the report
+    # to `.` ("cannot write the report: Device or resource busy").
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert ": is empty (expected " in err and "Traceback" not in err

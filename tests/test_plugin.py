@@ -104,6 +104,9 @@ def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
             ["--perfgate-baseline-ref="],
             "*argument --perfgate-baseline-ref: is empty (expected a git ref; *",
         ),
+        # An empty A/B base gated against the stored baselines instead, without a word.
+        (["--perfgate-ab="], "*argument --perfgate-ab: is empty (expected a git ref)"),
+        (["--perfgate-out="], "*argument --perfgate-out: is empty (expected a directory; *"),
         # The A/B run measures its base now: a baseline ref was ignored without a word.
         (
             ["--perfgate-ab=HEAD", "--perfgate-baseline-ref=HEAD"],
@@ -111,7 +114,7 @@ def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
             "--perfgate-baseline-ref (or --perfgate-ab)*",
         ),
     ],
-    ids=["empty config", "empty ref", "ab with a baseline ref"],
+    ids=["empty config", "empty ref", "empty ab", "empty out", "ab with a baseline ref"],
 )
 def test_options_that_would_be_ignored_are_usage_errors(
     project: pytest.Pytester, args: list[str], says: str

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from perfgate.options import add_config_option, add_gate_options, add_profiler_option
+from perfgate.options import add_config_option, add_gate_options, add_profiler_option, given
 from perfgate.rules import PROFILERS
 
 if TYPE_CHECKING:
@@ -55,18 +55,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_config_option(group.addoption, "perfgate-")
     group.addoption(
         "--perfgate-out",
+        type=given("a directory"),
         default=None,
         metavar="DIR",
         help="where profiles and reports go. Default: perfgate-out",
     )
     group.addoption(
         "--perfgate-json",
+        type=given("a file path"),
         default=None,
         metavar="PATH",
         help="results file. Default: <out>/results.json",
     )
     group.addoption(
         "--perfgate-md",
+        type=given("a file path"),
         default=None,
         metavar="PATH",
         help="Markdown report. Default: <out>/summary.md (and appended to "
@@ -74,6 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--perfgate-html",
+        type=given("a file path"),
         default=None,
         metavar="PATH",
         help="also write the report as one self-contained HTML page with plots "
@@ -81,6 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--perfgate-ab",
+        type=given("a git ref", has_default=False),
         default=None,
         metavar="REF",
         help="same-runner A/B against REF (checked out in a temporary worktree, measured "
