@@ -327,8 +327,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)
     for line in settings.misnamed(record["benchmark"] for record in current.records):
         print(f"perfgate: warning: {line}", file=sys.stderr)
-    for record in current.records:  # what the results file says judged it, checked first
-        judging_rules(record, settings, f"{current.path}: the run of {record['benchmark']!r}")
     if len(args.sides) == 1:
         comparisons = gate_against_store(
             current.records,
@@ -336,6 +334,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             StoreLookup(
                 repo_dir=Path(args.repo), baseline_ref=args.baseline_ref, strict=bool(args.strict)
             ),
+            source=current.path,
         )
         return _render_comparisons(comparisons, args)
     base = load_side(args.sides[0], benchmark=args.benchmark, env=args.env, advisor=advisor)
@@ -347,7 +346,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 f"(it has: {', '.join(r['benchmark'] for r in base.records)}); "
                 "--benchmark NAME compares one benchmark of a results file"
             )
-        rules, look = judging_rules(current_record, settings, "")
+        rules, look = judging_rules(current_record, settings, current.path)
         comparisons.append(
             compare_runs(
                 baseline_record,

@@ -36,11 +36,14 @@ def pair_records(
     return [(by_name.get(str(c.get("benchmark"))), c) for c in currents]
 
 
-def judging_rules(record: RunRecord, settings: Settings, where: str) -> tuple[Rules, Look | None]:
+def judging_rules(
+    record: RunRecord, settings: Settings, source: str | None = None
+) -> tuple[Rules, Look | None]:
     """The rules and the look that judge ``record``: the settings' for its benchmark, with
     what ``pytest --perfgate`` wrote of its own judging into a results file's run (its
     ``judged_by``: the marker's thresholds, the α of the deciding look), so that comparing
-    that file again reaches the plugin's verdict. ``where`` names the run in errors.
+    that file again reaches the plugin's verdict. ``source``, the file, names the run in
+    errors with its benchmark.
 
     Raises:
         ConfigError: the thresholds written there are not thresholds.
@@ -53,6 +56,8 @@ def judging_rules(record: RunRecord, settings: Settings, where: str) -> tuple[Ru
         return rules, None
     thresholds = judged.get("thresholds")
     if thresholds:
+        run = f"the run of {record['benchmark']!r}"
+        where = f"{source}: {run}" if source else run
         rules = parse_rules({"thresholds": thresholds}, f"{where}.judged_by", rules)
     alpha = judged.get("alpha_look")
     # Measuring is over: whatever this look cannot decide stays undecided (unstable).
@@ -89,11 +94,13 @@ def gate_against_store(
     *,
     rules: Mapping[str, Rules] | None = None,
     look: Look | None = None,
+    source: str | None = None,
 ) -> list[Comparison]:
     """Compare each current record with the baseline the store holds for it: the nearest
     candidate commit's, with the look-back of the ones after it. ``rules``: per-benchmark
     rules that replace the settings' (a pytest marker's thresholds); without them, a results
-    file's run is judged as when it was measured (:func:`judging_rules`)."""
+    file's run is judged as when it was measured (:func:`judging_rules`; ``source``, the
+    file, names a run in its errors)."""
     root = store_root(lookup.repo_dir, settings)
     walk = baseline_walk(
         lookup.repo_dir,
@@ -105,7 +112,7 @@ def gate_against_store(
     comparisons = []
     for current in currents:
         name, env = current["benchmark"], current["env"]
-        bench_rules, judged_look = judging_rules(current, settings, f"the run of {name!r}")
+        bench_rules, judged_look = judging_rules(current, settings, source)
         bench_rules = (rules or {}).get(name) or bench_rules
         found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
         current_info = {"commit": current.get("commit"), "env": env}

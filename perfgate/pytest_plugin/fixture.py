@@ -585,9 +585,9 @@ def _command_arguments(
         )
     if not isinstance(argv, Sequence) or not argv:
         _fail(f"{what}: argv must be a non-empty list of arguments, got {shown(argv)}")
-    if not all(isinstance(a, (str, os.PathLike, int, float)) for a in argv):
-        bad = next(a for a in argv if not isinstance(a, (str, os.PathLike, int, float)))
-        _fail(f"{what}: argv items must be text or paths, got {shown(bad)}")
+    bad = [a for a in argv if not isinstance(a, (str, os.PathLike, int, float))]
+    if bad:
+        _fail(f"{what}: argv items must be text or paths, got {shown(bad[0])}")
     if cwd is not None:
         if not isinstance(cwd, (str, os.PathLike)):
             _fail(f"{what}: cwd must be a directory path, got {shown(cwd)}")

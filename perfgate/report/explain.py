@@ -204,6 +204,33 @@ def breakdown_explanation(c: Comparison) -> str | None:
     return ", ".join(parts) if parts else None
 
 
+def _metric_line(c: Comparison, m: MetricJudgement) -> str:
+    """One metric's self-explanatory line: its values, change, limit and baseline, then why
+    it is unstable, or what explains its regression."""
+    judged = c.verdict is not Verdict.INCOMPARABLE
+    word = _STATUS_WORDS[m.status] if judged else "not judged (another environment)"
+    line = (
+        f"{c.benchmark}: {m.name} {word}: "
+        f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
+        f"({format_change(m.change, m.unit)}, limit {m.threshold}) "
+        f"vs baseline {baseline_label(c)}"
+    )
+    if m.p_value is not None:
+        line += f"; {p_clause(m.p_value)}"
+    if m.status is MetricStatus.UNSTABLE and judged:
+        line += "; " + "; ".join(metric_reasons(m))
+    if m.status is MetricStatus.REGRESSION:
+        culprits = c.explaining_operators(m.metric)
+        if culprits:
+            line += "; explained by " + ", ".join(
+                describe_operator(o, c.step_delta_us) for o in culprits
+            )
+        where = breakdown_explanation(c)
+        if where and m.metric in ("step_time_us", "utilization", "free_ratio"):
+            line += f"; per step: {where}"
+    return line
+
+
 def summary_lines(c: Comparison) -> list[str]:
     """One self-explanatory line per regressed or unstable metric; improvements are listed
     only when nothing regressed (a slower kernel also "improves" utilization)."""
@@ -214,31 +241,7 @@ def summary_lines(c: Comparison) -> list[str]:
     )
     # Runs of two environments are not judged: their figures are told, not called regressed.
     judged = c.verdict is not Verdict.INCOMPARABLE
-    lines = []
-    for m in c.metrics:
-        if not m.gated or m.status not in shown:
-            continue
-        word = _STATUS_WORDS[m.status] if judged else "not judged (another environment)"
-        line = (
-            f"{c.benchmark}: {m.name} {word}: "
-            f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
-            f"({format_change(m.change, m.unit)}, limit {m.threshold}) "
-            f"vs baseline {baseline_label(c)}"
-        )
-        if m.p_value is not None:
-            line += f"; {p_clause(m.p_value)}"
-        if m.status is MetricStatus.UNSTABLE and judged:
-            line += "; " + "; ".join(metric_reasons(m))
-        if m.status is MetricStatus.REGRESSION:
-            culprits = c.explaining_operators(m.metric)
-            if culprits:
-                line += "; explained by " + ", ".join(
-                    describe_operator(o, c.step_delta_us) for o in culprits
-                )
-            where = breakdown_explanation(c)
-            if where and m.metric in ("step_time_us", "utilization", "free_ratio"):
-                line += f"; per step: {where}"
-        lines.append(line)
+    lines = [_metric_line(c, m) for m in c.metrics if m.gated and m.status in shown]
     lines.extend(
         f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] "
         f"{'regressed' if judged else 'not judged (another environment)'}: "
@@ -288,11 +291,10 @@ def verdict_reasons(c: Comparison) -> list[str]:
 def _other_reason(c: Comparison) -> str | None:
     """The one line of an unstable, incomparable or error verdict."""
     if c.verdict is Verdict.UNSTABLE:
-        # The metric's own summary line: its values, the change and the limit, then why the
-        # change could not be decided (the figures were left out of this line).
-        unstable = [line for line in summary_lines(c) if " is unstable: " in line]
+        unstable = [m for m in c.metrics if m.gated and m.status is MetricStatus.UNSTABLE]
         if unstable:
-            return unstable[0]
+            # The metric's own line: its values, change and limit before why it is undecided.
+            return _metric_line(c, unstable[0])
     if c.verdict is Verdict.INCOMPARABLE:
         hard = [w for w in c.warnings if "(hard)" in w]
         return f"{c.benchmark}: incomparable: {hard[0] if hard else 'another environment'}"
