@@ -399,7 +399,11 @@ class TimeBase:
     def from_ns(self, ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """:func:`us_from_ns` with this profile's origin."""
         values = np.asarray(ns, dtype=np.int64)
-        return us_from_ns(values, self._adopt(values / float(NS_PER_US)))
+        if self.fixed:
+            return us_from_ns(values, self.origin_us)
+        # The values' size in whole µs, exactly (a float64 of ns / 1000 may round up to a bound).
+        whole_us = np.where(values < 0, -(-values // NS_PER_US), values // NS_PER_US)
+        return us_from_ns(values, self._adopt(whole_us.astype(np.float64)))
 
 
 def rebase_times(table: pd.DataFrame, from_origin_us: int, to_origin_us: int) -> pd.DataFrame:

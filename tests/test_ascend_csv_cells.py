@@ -5,6 +5,7 @@ the row. The column-wise fast paths must keep every one of these rules."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +106,37 @@ def test_bytes_that_are_no_utf8_are_replaced_and_refused_only_where_read(tmp_pat
     path.write_bytes(b"Na\xffme,Duration(us)\nA,1.0\n")
     with pytest.raises(ProfileError, match="is not a CSV text file"):
         read_csv_columns(path, COLUMNS, what="a kernel table", clock=clock)
+
+
+@pytest.mark.parametrize(
+    ("stamps", "as_ns", "expected"),
+    [
+        # msprof's own shape: pyarrow reads them as decimals of three places, exact ns.
+        (
+            ["1736408883704643.212\t", " 1736408883704644.5", "1736408883704645"],
+            True,
+            [643.212, 644.5, 645.0],
+        ),
+        # A fourth place, a missing cell: the text path (which also names a bad cell).
+        (
+            ["1736408883704643.2125", "1736408883704644.5", "1736408883704645"],
+            False,
+            [643.2125, 644.5, 645.0],
+        ),
+        (["1736408883704643.212", "N/A", "1736408883704645"], False, [643.212, None, 645.0]),
+    ],
+)
+def test_time_stamps_read_as_ns_only_where_exact(
+    tmp_path: Path, csv_parser: str, stamps: list[str], as_ns: bool, expected: list[float | None]
+) -> None:
+    path = tmp_path / "kernel_details.csv"
+    rows = [f"MatMul,2,1.5,,1,{stamp}" for stamp in stamps]
+    path.write_text(HEADER + "".join(row + "\n" for row in rows), encoding="utf-8")
+    columns = [*COLUMNS[:-1], dataclasses.replace(COLUMNS[-1], value_required=False)]
+    cells = ascend_csv._arrow_cells(path, HEADER.strip().split(","), columns)
+    if csv_parser == "pyarrow":
+        assert cells is not None
+        assert (cells["Start Time(us)"].dtype == np.int64) is as_ns
+    clock = TimeBase(origin_us=1736408883704000)
+    starts = read_csv_columns(path, columns, what="a kernel table", clock=clock)["start_us"]
+    assert [None if np.isnan(v) else v for v in starts] == expected

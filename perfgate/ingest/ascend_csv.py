@@ -307,8 +307,35 @@ def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> 
 
     Number columns come as float64 (empty and ``N/A`` cells NaN), name and text columns as
     categoricals of the cells as written (each distinct cell converted once), time stamps as
-    Arrow strings, parsed from their bytes by :func:`_convert`.
+    integer ns (:func:`_arrow_ns`) or, where a column of them is not that simple, as Arrow
+    strings, parsed from their bytes by :func:`_convert`.
     """
+    table = _arrow_table(path, written, found, times_as_ns=True)
+    table = _times_as_ns(table) if table is not None else None
+    if table is None:  # time stamps of more places, missing or no number: read as text
+        table = _arrow_table(path, written, found, times_as_ns=False)
+    if table is None:
+        return None
+    columns: dict[str, pd.Series] = {}
+    for name, column in zip(table.column_names, table.columns):
+        columns[name] = _arrow_series(column)
+        if columns[name] is None:
+            return None
+    return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
+
+
+# Time stamps are read by pyarrow as decimals of this scale: µs with three decimals, msprof's
+# and torch_npu's ns resolution, as an exact integer of ns.
+_NS_DIGITS = 3
+
+
+def _arrow_table(
+    path: Path, written: list[str], found: Sequence[CsvColumn], *, times_as_ns: bool
+) -> Any:
+    """The pyarrow Table of the ``found`` columns, each named by its header cell as written,
+    or None where pyarrow refuses the file. ``times_as_ns``: time columns as decimals of
+    :data:`_NS_DIGITS` places (a cell with more places, or that is no number, is refused),
+    else as strings."""
     try:
         import pyarrow as pa
         import pyarrow.csv as arrow_csv
@@ -327,7 +354,7 @@ def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> 
         if column.kind in ("float", "int"):
             types[name] = pa.float64()
         elif column.kind == "time":
-            types[name] = pa.string()
+            types[name] = pa.decimal128(38, _NS_DIGITS) if times_as_ns else pa.string()
         else:
             types[name] = pa.dictionary(pa.int32(), pa.string())
     convert = arrow_csv.ConvertOptions(
@@ -356,29 +383,61 @@ def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> 
             return None  # a path that is no UTF-8 (pyarrow takes text): pandas reads it
     if table is None:
         return None
-    columns: dict[str, pd.Series] = {}
-    for name, column in zip(table.column_names, table.columns):
-        kind = column.type
-        if pa.types.is_floating(kind):
-            values = column.to_numpy()
-            # pandas' parser and pyarrow's may differ on what else is a number (inf, or nan
-            # written in the text rather than a missing cell): such a file is left to pandas.
-            written_nan = np.isnan(values) & ~column.is_null().to_numpy()
-            if np.isinf(values).any() or written_nan.any():
+    return table.rename_columns([headers[name] for name in table.column_names])
+
+
+def _times_as_ns(table: Any) -> Any:
+    """``table`` with its decimal time columns as int64 ns, or None where one of them has a
+    missing cell (told apart from ``N/A`` only in the text) or a value past int64's ns."""
+    import pyarrow as pa
+
+    for i, column in enumerate(table.columns):
+        if pa.types.is_decimal(column.type):
+            ns = _arrow_ns(column)
+            if ns is None:
                 return None
-            columns[headers[name]] = pd.Series(values, dtype=np.float64)
-        elif pa.types.is_dictionary(kind):
-            unified = column.unify_dictionaries()
-            dictionary = unified.chunk(0).dictionary.to_pylist() if unified.num_chunks else []
-            codes = np.concatenate(
-                [chunk.indices.to_numpy() for chunk in unified.chunks] or [np.zeros(0, np.int32)]
-            )
-            columns[headers[name]] = pd.Series(
-                pd.Categorical.from_codes(codes, pd.Index(dictionary, dtype=object))
-            )
-        else:
-            columns[headers[name]] = pd.Series(column, dtype=pd.ArrowDtype(pa.string()))
-    return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
+            table = table.set_column(i, table.field(i).with_type(pa.int64()), pa.array(ns))
+    return table
+
+
+def _arrow_ns(column: Any) -> npt.NDArray[np.int64] | None:
+    """A decimal column of :data:`_NS_DIGITS` places as its unscaled int64 values (ns), or
+    None where a cell is missing or a value does not fit int64."""
+    if column.null_count:
+        return None
+    array = column.combine_chunks()
+    words = np.frombuffer(array.buffers()[1], dtype=np.int64)
+    words = words[2 * array.offset : 2 * (array.offset + len(array))].reshape(-1, 2)
+    low, high = words[:, 0], words[:, 1]  # little-endian two's complement halves
+    if not (high == (low >> 63)).all():  # the high word only repeats the sign: fits int64
+        return None
+    return low.copy()
+
+
+def _arrow_series(column: Any) -> pd.Series | None:
+    """One column of :func:`_arrow_table` as :func:`_arrow_cells` gives it, or None where a
+    number column holds what pandas' parser may read otherwise."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_floating(kind):
+        values = column.to_numpy()
+        # pandas' parser and pyarrow's may differ on what else is a number (inf, or nan
+        # written in the text rather than a missing cell): such a file is left to pandas.
+        written_nan = np.isnan(values) & ~column.is_null().to_numpy()
+        if np.isinf(values).any() or written_nan.any():
+            return None
+        return pd.Series(values, dtype=np.float64)
+    if pa.types.is_dictionary(kind):
+        unified = column.unify_dictionaries()
+        dictionary = unified.chunk(0).dictionary.to_pylist() if unified.num_chunks else []
+        codes = np.concatenate(
+            [chunk.indices.to_numpy() for chunk in unified.chunks] or [np.zeros(0, np.int32)]
+        )
+        return pd.Series(pd.Categorical.from_codes(codes, pd.Index(dictionary, dtype=object)))
+    if pa.types.is_integer(kind):  # time stamps as ns (_times_as_ns)
+        return pd.Series(column.to_numpy(), dtype=np.int64)
+    return pd.Series(column, dtype=pd.ArrowDtype(pa.string()))
 
 
 def _byte_rows(cells: pd.Series) -> npt.NDArray[np.uint8] | None:
@@ -456,6 +515,8 @@ def _convert(
         return pd.Series(values, index=index, dtype=object)
     # Numbers and time stamps are parsed first (both parsers skip surrounding white space);
     # only the cells that gave no number are looked at again, to tell empty, N/A and text.
+    if column.kind == "time" and cells.dtype == np.int64:  # ns, read by pyarrow (_arrow_cells)
+        return pd.Series(clock.from_ns(cells.to_numpy()), index=index)
     if column.kind == "time":
         # Time stamps read by pyarrow (_arrow_cells) are parsed from their bytes.
         byte_rows = _byte_rows(cells) if isinstance(cells.dtype, pd.ArrowDtype) else None
