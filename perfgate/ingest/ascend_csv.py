@@ -318,9 +318,10 @@ def _arrow_cells(path: Path, written: list[str], found: Sequence[CsvColumn]) -> 
         return None
     columns: dict[str, pd.Series] = {}
     for name, column in zip(table.column_names, table.columns):
-        columns[name] = _arrow_series(column)
-        if columns[name] is None:
+        series = _arrow_series(column)
+        if series is None:
             return None
+        columns[name] = series
     return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
 
 
