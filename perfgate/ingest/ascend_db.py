@@ -17,6 +17,7 @@ import itertools
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,12 +232,23 @@ def read(path: Path) -> Profile:
     db = located.db
     notes = list(located.notes)
     clock = TimeBase()
-    with _connect(db) as conn:
+    with _connect(db) as conn, ThreadPoolExecutor(max_workers=1) as background:
         schema = _Schema(conn, db)
         if not located.source:
             # torch_npu adds the framework side (PYTORCH_API, STEP_TIME) to msprof's tables.
             is_torch = schema.has("PYTORCH_API") or schema.has("STEP_TIME")
             located.source = "torch_npu_db" if is_torch else "msprof_db"
+        # Insight's overlap table, as big as TASK, is fetched on the other core while TASK is
+        # read (the ADBC driver lets go of the GIL): two queries of one file at once. Only of
+        # a file opened immutable: the ADBC driver brings its own SQLite, and two SQLites at
+        # once on a WAL file's shared memory crash the process (a bus error, seen).
+        overlap = (
+            background.submit(_arrow_integer_rows, db, _OVERLAP_SQL)
+            if schema.has("OVERLAP_ANALYSIS")
+            and _analysis_db(located) is None
+            and _read_only_uri(db).endswith("immutable=1")
+            else None
+        )
         raw, strings = _read_task_rows(conn, schema)
         comm_ops = _read_comm_ops(conn, schema)
         rank_of = _rank_map(conn, schema)
@@ -254,7 +266,9 @@ def read(path: Path) -> Profile:
         steps, step_notes = _read_steps(conn, schema, ranks, clock)
         notes += step_notes
         if not steps.empty:
-            steps, breakdown_notes = _add_breakdown(conn, schema, located, steps, busy, rank_of)
+            steps, breakdown_notes = _add_breakdown(
+                conn, schema, located, steps, busy, rank_of, overlap
+            )
             notes += breakdown_notes
         if refused is not None:
             raise refused
@@ -1092,6 +1106,7 @@ def _add_breakdown(
     steps: pd.DataFrame,
     busy: _Busy,
     rank_of: dict[int, int],
+    overlap: Future[pd.DataFrame | None] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The steps table with ``computing_us, comm_not_overlapped_us, free_us, preparing_us``.
 
@@ -1105,8 +1120,8 @@ def _add_breakdown(
     notes: list[str] = []
     breakdown: pd.DataFrame | None = None
     origin = ""
-    analysis_db = located.db.parent / "analysis.db"
-    if located.source == "torch_npu_db" and analysis_db.is_file():
+    analysis_db = _analysis_db(located)
+    if analysis_db is not None:
         origin = f"{analysis_db.name} StepTraceTime"
         try:
             breakdown = _analysis_db_breakdown(analysis_db, steps)
@@ -1114,7 +1129,7 @@ def _add_breakdown(
             notes.append(f"{origin} unreadable ({e})")
     if breakdown is None and schema.rows(conn, "OVERLAP_ANALYSIS"):
         origin = "OVERLAP_ANALYSIS"
-        breakdown = _overlap_breakdown(conn, schema, steps, rank_of)
+        breakdown = _overlap_breakdown(conn, schema, steps, rank_of, overlap)
     if breakdown is None:
         return _public_steps(steps), notes
     merged = steps.merge(breakdown, on=["rank", "step"], how="left")
@@ -1145,6 +1160,12 @@ def _add_breakdown(
             )
             return _public_steps(steps), notes
     return _public_steps(merged.drop(columns=_COMMUNICATION_US)), notes
+
+
+def _analysis_db(located: _Located) -> Path | None:
+    """torch_npu's analysis.db beside the export, whose step breakdown is taken first."""
+    analysis_db = located.db.parent / "analysis.db"
+    return analysis_db if located.source == "torch_npu_db" and analysis_db.is_file() else None
 
 
 def _analysis_db_breakdown(analysis_db: Path, steps: pd.DataFrame) -> pd.DataFrame | None:
@@ -1183,7 +1204,11 @@ def _analysis_db_breakdown(analysis_db: Path, steps: pd.DataFrame) -> pd.DataFra
 
 
 def _overlap_breakdown(
-    conn: sqlite3.Connection, schema: _Schema, steps: pd.DataFrame, rank_of: dict[int, int]
+    conn: sqlite3.Connection,
+    schema: _Schema,
+    steps: pd.DataFrame,
+    rank_of: dict[int, int],
+    fetched: Future[pd.DataFrame | None] | None = None,
 ) -> pd.DataFrame | None:
     """Per (rank, step): the OVERLAP_ANALYSIS intervals clipped to the step window.
 
@@ -1196,7 +1221,7 @@ def _overlap_breakdown(
     schema.require(
         "OVERLAP_ANALYSIS", ("deviceId", "startNs", "endNs", "type"), "Insight's overlap table"
     )
-    table = _overlap_rows(conn, schema.db)
+    table = _overlap_rows(conn, schema.db, fetched)
     if not table["type"].isin([0, 1, 2, 3]).all():
         return None
     rank = _ranks(table["deviceId"].to_numpy(), rank_of)
@@ -1238,15 +1263,21 @@ def _overlap_breakdown(
 _OVERLAP_CHUNK_ROWS = 100_000
 
 
-def _overlap_rows(conn: sqlite3.Connection, db: Path) -> pd.DataFrame:
+_OVERLAP_COLUMNS = ("deviceId", "startNs", "endNs", "type")
+_OVERLAP_SQL = f"SELECT {', '.join(_OVERLAP_COLUMNS)} FROM OVERLAP_ANALYSIS"
+
+
+def _overlap_rows(
+    conn: sqlite3.Connection, db: Path, fetched: Future[pd.DataFrame | None] | None = None
+) -> pd.DataFrame:
     """``deviceId, startNs, endNs, type`` of the OVERLAP_ANALYSIS rows that are numbers within
     the clock (:func:`_finite_rows`). Where every cell is an integer (SQLite says, in one scan)
     the rows are fetched into int64 arrays (Arrow columns with the ``fast`` extra, else a
     chunk at a time): the table pandas would build, without its object columns; else the
-    table is read whole as it is."""
-    columns = ("deviceId", "startNs", "endNs", "type")
-    sql = f"SELECT {', '.join(columns)} FROM OVERLAP_ANALYSIS"
-    arrow_rows = _arrow_integer_rows(db, sql)  # int64 columns only where every cell is one
+    table is read whole as it is. ``fetched``: the Arrow fetch, already started."""
+    columns, sql = _OVERLAP_COLUMNS, _OVERLAP_SQL
+    # int64 columns only where every cell is one
+    arrow_rows = fetched.result() if fetched is not None else _arrow_integer_rows(db, sql)
     if arrow_rows is not None and len(arrow_rows):
         return _finite_rows(arrow_rows)
     other = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
