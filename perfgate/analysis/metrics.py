@@ -179,23 +179,29 @@ def assign_steps(tasks: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     A task belongs to the step whose ``[start_us, end_us)`` contains the task's start
     (torch_npu's rule for ``kernel_details.csv``). Tasks outside every window keep <NA>.
     """
-    tasks = tasks.copy()
+    # A new step column in a shallow copy: the other columns are shared, never written.
+    out = tasks.copy(deep=False)
     known = steps.dropna(subset=["start_us", "end_us"])
-    if known.empty or not tasks["step"].isna().any():
-        return tasks
-    for rank, rank_steps in known.groupby("rank"):
+    unknown = tasks["step"].isna().to_numpy()
+    if known.empty or not unknown.any():
+        return out
+    step = pd.array(tasks["step"], dtype="Int64").copy()
+    rank = tasks["rank"].to_numpy()
+    start = tasks["start_us"].to_numpy()
+    for rank_id, rank_steps in known.groupby("rank"):
         ordered = rank_steps.sort_values("start_us")
         starts = ordered["start_us"].to_numpy()
         ends = ordered["end_us"].to_numpy()
         step_ids = ordered["step"].to_numpy()
-        todo = (tasks["rank"] == rank) & tasks["step"].isna()
-        task_starts = tasks.loc[todo, "start_us"].to_numpy()
+        todo = np.flatnonzero((rank == rank_id) & unknown)
+        task_starts = start[todo]
         idx = np.searchsorted(starts, task_starts, side="right") - 1
         inside = (idx >= 0) & (task_starts < ends[np.clip(idx, 0, None)])
         assigned = pd.array(step_ids[np.clip(idx, 0, None)], dtype="Int64")
         assigned[~inside] = pd.NA
-        tasks.loc[todo, "step"] = assigned
-    return tasks
+        step[todo] = assigned
+    out["step"] = step
+    return out
 
 
 def _analysis_windows(
