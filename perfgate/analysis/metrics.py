@@ -185,7 +185,7 @@ def assign_steps(tasks: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     unknown = tasks["step"].isna().to_numpy()
     if known.empty or not unknown.any():
         return out
-    step = pd.array(tasks["step"], dtype="Int64").copy()
+    step = tasks["step"].astype("Int64").array.copy()
     rank = tasks["rank"].to_numpy()
     start = tasks["start_us"].to_numpy()
     for rank_id, rank_steps in known.groupby("rank"):

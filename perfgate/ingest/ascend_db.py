@@ -817,6 +817,18 @@ def _text(values: pd.Series) -> pd.Series:
     """Strings with the export's placeholders (``NULL``, ``N/A``, empty) and unresolved ids
     (a number where a name should be) as missing; blobs are decoded (UTF-8, invalid bytes
     replaced)."""
+    cells = values.to_numpy(dtype=object)
+    # Each distinct string looked at once; anything else (missing cells, numbers: factorizing
+    # takes 1, 1.0 and True for one value) cell by cell.
+    if pd.api.types.infer_dtype(cells, skipna=False) != "string":
+        return _text_of_each(values)
+    codes, distinct = pd.factorize(cells)
+    done = _text_of_each(pd.Series(distinct, dtype=object)).to_numpy(dtype=object)
+    return pd.Series(done[codes], index=values.index, dtype=object)
+
+
+def _text_of_each(values: pd.Series) -> pd.Series:
+    """:func:`_text`, cell by cell."""
     out = values.astype(object).map(_decoded)
     unresolved = out.map(lambda v: isinstance(v, str) and bool(_UNRESOLVED_ID.match(v.strip())))
     return out.where(~out.isin(_NO_VALUE) & out.notna() & ~unresolved.astype(bool))

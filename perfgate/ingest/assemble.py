@@ -207,19 +207,24 @@ def _note_stream_overlaps(tasks: pd.DataFrame, notes: list[str]) -> None:
     for key, what in (("stream", "their stream"), ("name", "the same name")):
         if key not in tasks.columns or len(tasks) < 2:
             continue
-        known = tasks.loc[tasks[key].notna(), ["rank", key, "start_us", "dur_us"]]
         # One integer per (rank, key as text): sorting and grouping integers, not strings.
-        codes, distinct = distinct_codes(known[key])
+        # Arrays of the rows whose key is known (code −1: missing), not a copy of the frame.
+        codes, distinct = distinct_codes(tasks[key])
+        known = codes >= 0
         if pd.api.types.infer_dtype(distinct, skipna=False) != "string":
             distinct = np.array([str(v) for v in distinct], dtype=object)
         as_text = pd.factorize(distinct)[0]
         group = pd.factorize(
-            known["rank"].to_numpy(dtype=np.int64) * (len(distinct) + 1) + as_text[codes]
+            tasks["rank"].to_numpy(dtype=np.int64)[known] * (len(distinct) + 1)
+            + as_text[codes[known]]
         )[0]
-        start = known["start_us"].to_numpy(dtype=np.float64)
-        order = np.lexsort((start, group))
+        start = tasks["start_us"].to_numpy(dtype=np.float64)[known]
+        if (start[1:] >= start[:-1]).all():  # in time order already: the groups' stable sort
+            order = np.argsort(group, kind="stable")
+        else:
+            order = np.lexsort((start, group))
         group, start = group[order], start[order]
-        end = start + known["dur_us"].to_numpy(dtype=np.float64)[order]
+        end = start + tasks["dur_us"].to_numpy(dtype=np.float64)[known][order]
         same = group[1:] == group[:-1]
         running = pd.Series(end).groupby(group, sort=False).cummax().to_numpy()
         overlap = np.where(same, running[:-1] - start[1:], 0.0)
