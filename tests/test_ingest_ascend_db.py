@@ -544,3 +544,26 @@ def test_a_damaged_profiler_info_beside_a_db_is_a_note_and_the_tasks_are_read(
     [note] = [n for n in profile.notes if "profiler_info_0.json" in n]
     assert note.startswith(f"{target / 'profiler_info_0.json'}: {problem}")
     assert note.endswith("skipped: versions and profiler level not recorded")
+
+
+def test_a_task_row_written_twice_is_one_task_but_a_task_sharing_its_start_is_another(
+    writable_msprof: tuple[Path, sqlite3.Connection],
+) -> None:
+    path, conn = writable_msprof
+    before = len(ascend_db.read(path).tasks)
+    columns = "startNs, endNs, deviceId, connectionId, globalPid, taskType, contextId, streamId"
+    first = "(SELECT MIN(globalTaskId) FROM TASK)"
+    # The same device, stream, task id and times under a new globalTaskId: written twice.
+    conn.execute(
+        f"INSERT INTO TASK ({columns}, taskId, modelId, globalTaskId) "
+        f"SELECT {columns}, taskId, modelId, 900001 FROM TASK WHERE globalTaskId = {first}"
+    )
+    conn.commit()
+    assert len(ascend_db.read(path).tasks) == before
+    # Another task id at the same start: another task.
+    conn.execute(
+        f"INSERT INTO TASK ({columns}, taskId, modelId, globalTaskId) "
+        f"SELECT {columns}, taskId + 7, modelId, 900002 FROM TASK WHERE globalTaskId = {first}"
+    )
+    conn.commit()
+    assert len(ascend_db.read(path).tasks) == before + 1

@@ -887,7 +887,14 @@ def _build_tasks(
 
     # A TASK row written twice (same device, stream, task id and times) is one task.
     same_task = ["device_id", "stream_id", "task_id", "start_ns", "end_ns"]
-    repeated = raw[same_task].notna().all(axis=1) & raw.duplicated(subset=same_task)
+    # Only rows sharing a start with another row can repeat one: those are compared.
+    shares_start = raw["start_ns"].duplicated(keep=False).to_numpy()
+    repeated = pd.Series(False, index=raw.index)
+    if shares_start.any():
+        candidates = raw.loc[shares_start, same_task]
+        repeated[shares_start] = (
+            candidates.notna().all(axis=1) & candidates.duplicated()
+        ).to_numpy()
 
     op_level_comm = len(comm_ops) > 0
     drop = parent | repeated
