@@ -552,18 +552,27 @@ def test_a_task_row_written_twice_is_one_task_but_a_task_sharing_its_start_is_an
     path, conn = writable_msprof
     before = len(ascend_db.read(path).tasks)
     columns = "startNs, endNs, deviceId, connectionId, globalPid, taskType, contextId, streamId"
-    first = "(SELECT MIN(globalTaskId) FROM TASK)"
-    # The same device, stream, task id and times under a new globalTaskId: written twice.
-    conn.execute(
-        f"INSERT INTO TASK ({columns}, taskId, modelId, globalTaskId) "
-        f"SELECT {columns}, taskId, modelId, 900001 FROM TASK WHERE globalTaskId = {first}"
+    info = (
+        "name, blockDim, mixBlockDim, taskType, opType, inputFormats, inputDataTypes, "
+        "inputShapes, outputFormats, outputDataTypes, outputShapes, waitNs"
     )
-    conn.commit()
+
+    def copy_first_kernel(global_task_id: int, task_id: str) -> None:
+        """globalTaskId 0 (a kernel with its operator info) again, under a new global id."""
+        conn.execute(
+            f"INSERT INTO TASK ({columns}, taskId, modelId, globalTaskId) "
+            f"SELECT {columns}, {task_id}, modelId, {global_task_id} FROM TASK "
+            "WHERE globalTaskId = 0"
+        )
+        conn.execute(
+            f"INSERT INTO COMPUTE_TASK_INFO ({info}, globalTaskId) "
+            f"SELECT {info}, {global_task_id} FROM COMPUTE_TASK_INFO WHERE globalTaskId = 0"
+        )
+        conn.commit()
+
+    # The same device, stream, task id and times: the row written twice.
+    copy_first_kernel(900001, "taskId")
     assert len(ascend_db.read(path).tasks) == before
     # Another task id at the same start: another task.
-    conn.execute(
-        f"INSERT INTO TASK ({columns}, taskId, modelId, globalTaskId) "
-        f"SELECT {columns}, taskId + 7, modelId, 900002 FROM TASK WHERE globalTaskId = {first}"
-    )
-    conn.commit()
+    copy_first_kernel(900002, "taskId + 7")
     assert len(ascend_db.read(path).tasks) == before + 1
