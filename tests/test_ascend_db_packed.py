@@ -99,8 +99,10 @@ def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
     used = []
     integer_rows = ascend_db._integer_rows
 
-    def spy(conn: sqlite3.Connection, sql: str, db: Path) -> pd.DataFrame | None:
-        rows = integer_rows(conn, sql, db)
+    def spy(
+        conn: sqlite3.Connection, sql: str, db: Path, parts: list[str] | None = None
+    ) -> pd.DataFrame | None:
+        rows = integer_rows(conn, sql, db, parts)
         used.append(rows is not None)
         return rows
 
@@ -112,7 +114,7 @@ def test_task_rows_read_as_integers_give_what_pandas_reading_gives(
 
     monkeypatch.setattr(ascend_db, "_integer_rows", spy)
     fast = read(copy)
-    monkeypatch.setattr(ascend_db, "_integer_rows", lambda conn, sql, db: None)
+    monkeypatch.setattr(ascend_db, "_integer_rows", lambda conn, sql, db, parts=None: None)
     slow = read(copy)
     if isinstance(fast, str) or isinstance(slow, str):
         assert fast == slow

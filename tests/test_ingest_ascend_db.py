@@ -576,3 +576,25 @@ def test_a_task_row_written_twice_is_one_task_but_a_task_sharing_its_start_is_an
     # Another task id at the same start: another task.
     copy_first_kernel(900002, "taskId + 7")
     assert len(ascend_db.read(path).tasks) == before + 1
+
+
+@pytest.mark.parametrize("export", [MSPROF_DB, TORCH_DB], ids=["msprof", "torch_npu"])
+def test_task_rows_fetched_in_two_halves_at_once_are_the_rows_read_whole(
+    export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("adbc_driver_sqlite", reason="the fast extra is not installed")
+    whole = ascend_db.read(export)
+    fetched: list[str] = []
+    arrow_rows = ascend_db._arrow_integer_rows
+
+    def spy(db: Path, sql: str) -> pd.DataFrame | None:
+        fetched.append(sql)
+        return arrow_rows(db, sql)
+
+    monkeypatch.setattr(ascend_db, "_ROWS_TO_SPLIT", 1)  # the fixtures' few rows split too
+    monkeypatch.setattr(ascend_db, "_arrow_integer_rows", spy)
+    halves = ascend_db.read(export)
+    assert sum(" FROM TASK t " in sql and "t.rowid" in sql for sql in fetched) == 2
+    pd.testing.assert_frame_equal(halves.tasks, whole.tasks, check_exact=True)
+    pd.testing.assert_frame_equal(halves.steps, whole.steps, check_exact=True)
+    assert halves.notes == whole.notes

@@ -510,7 +510,7 @@ def _read_task_rows(
         for i, pack in enumerate(packs)
     ]
     sql = f"SELECT {', '.join(select)} FROM TASK t {' '.join(joins)}"
-    table = _integer_rows(conn, sql, schema.db)
+    table = _integer_rows(conn, sql, schema.db, _rowid_ranges(conn, schema.db, "TASK", "t"))
     unpacked = _unpacked(table, packs) if table is not None else {}
     if table is None or not unpacked[_INTEGER_CELLS].all():
         table = _query(conn, schema.db, sql, "TASK")
@@ -546,15 +546,21 @@ def _unpacked(
     return unpacked
 
 
-def _integer_rows(conn: sqlite3.Connection, sql: str, db: Path) -> pd.DataFrame | None:
+def _integer_rows(
+    conn: sqlite3.Connection, sql: str, db: Path, parts: list[str] | None = None
+) -> pd.DataFrame | None:
     """The rows of ``sql`` as int64 columns, or None where a cell is NULL or no integer
     that numpy takes as one (a text or real cell may be taken, truncated: the caller checks
     the cells' SQL types), or where the query fails (the caller's reading reports it).
 
     With the ``fast`` extra installed, SQLite's rows are read into Arrow columns by the ADBC
-    driver (:func:`_arrow_integer_rows`), without a Python object per cell.
+    driver (:func:`_arrow_integer_rows`), without a Python object per cell; ``parts``: WHERE
+    clauses that split the rows, in order (:func:`_rowid_ranges`), fetched at once.
     """
-    arrow_table = _arrow_integer_rows(db, sql)
+    if parts:
+        arrow_table = _arrow_integer_rows_in_parts(db, [f"{sql} WHERE {part}" for part in parts])
+    else:
+        arrow_table = _arrow_integer_rows(db, sql)
     if arrow_table is not None:
         return arrow_table
     try:
@@ -597,6 +603,39 @@ def _arrow_integer_rows(db: Path, sql: str) -> pd.DataFrame | None:
             return None
         columns[name] = column.to_numpy()
     return pd.DataFrame(columns)
+
+
+# A table of more rows than this is fetched in two halves at once (two cores, each with its
+# own SQLite connection): the TASK query is most of a .db reading.
+_ROWS_TO_SPLIT = 100_000
+
+
+def _rowid_ranges(conn: sqlite3.Connection, db: Path, table: str, alias: str) -> list[str] | None:
+    """WHERE clauses that split ``table`` (``alias`` in the query) into two rowid ranges, in
+    rowid order (the order a full scan gives), or None: a small table, or a file not opened
+    immutable (the ADBC driver brings its own SQLite: two at once on a WAL file's shared
+    memory crash the process)."""
+    if not _read_only_uri(db).endswith("immutable=1"):
+        return None
+    try:
+        low, high = conn.execute(f'SELECT MIN(rowid), MAX(rowid) FROM "{table}"').fetchone()
+    except sqlite3.Error:
+        return None
+    if not isinstance(low, int) or not isinstance(high, int) or high - low < _ROWS_TO_SPLIT:
+        return None
+    middle = low + (high - low) // 2
+    return [f"{alias}.rowid <= {middle}", f"{alias}.rowid > {middle}"]
+
+
+def _arrow_integer_rows_in_parts(db: Path, sqls: list[str]) -> pd.DataFrame | None:
+    """:func:`_arrow_integer_rows` of each query, run at once, the rows one after another;
+    None where one of them gives none."""
+    with ThreadPoolExecutor(max_workers=len(sqls) - 1) as pool:
+        others = [pool.submit(_arrow_integer_rows, db, sql) for sql in sqls[1:]]
+        tables = [_arrow_integer_rows(db, sqls[0]), *(other.result() for other in others)]
+    if any(table is None for table in tables):
+        return None
+    return pd.concat(tables, ignore_index=True)
 
 
 def _packs(fields: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int, int]]]:
