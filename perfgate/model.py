@@ -12,7 +12,9 @@ and the time base.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -106,9 +108,9 @@ def us_from_text(cells: pd.Series, origin_us: int) -> pd.Series:
     A plain decimal (``"1736408883704643.212\\t"``: optional sign, digits, optional fraction,
     white space around; msprof writes a TAB after its time stamps) is split: the integer part
     minus the origin in int64, then the fraction added, so the result is the float64 nearest to
-    the exact difference. Missing cells (NaN/None) give NaN. Anything else that parses as a
-    number (``1e3``, ``.5``) is converted through a float64, then shifted; text that is no number
-    gives NaN: checking the cells is the caller's job.
+    the exact difference. Missing cells (NaN/None) give NaN. Anything else that pandas parses
+    as a number (``1e3``, ``.5``) is shifted exactly too (as a Decimal; ``inf`` stays
+    infinite); text that is no number gives NaN: checking the cells is the caller's job.
     """
     return _ParsedText(cells).relative(origin_us)
 
@@ -130,6 +132,7 @@ class _ParsedText:
             parts = _plain_decimal_rows(byte_rows)
         self.plain, self.sign, self.whole, self.numerator, self.denominator = parts
         self.other = np.full(len(present), np.nan, dtype=np.float64)
+        self.exact: dict[int, Decimal] = {}  # the other numbers, by position: exactly
         if not self.plain.all():
             retry = np.flatnonzero(~self.plain)
             retried = present.iloc[retry].to_numpy(dtype=object)
@@ -141,8 +144,14 @@ class _ParsedText:
                 mine[retry] = theirs
             rest = retry[~parts[0]]
             if rest.size:
-                other = pd.to_numeric(pd.Series(stripped[~parts[0]]), errors="coerce")
-                self.other[rest] = other.to_numpy(np.float64)
+                texts = stripped[~parts[0]]
+                other = pd.to_numeric(pd.Series(texts), errors="coerce").to_numpy(np.float64)
+                self.other[rest] = other
+                # The finite ones kept exact too (1.7000000000000001e15 is no float64): as
+                # pyarrow's decimal reading of the same cells (ingest/ascend_csv.py) has them.
+                for position, text in zip(rest[np.isfinite(other)], texts[np.isfinite(other)]):
+                    with suppress(InvalidOperation):  # pandas' spellings are Decimal's
+                        self.exact[int(position)] = Decimal(text)
 
     def approx(self) -> npt.NDArray[np.float64]:
         """The values' size, for :func:`time_origin_for`: the whole parts of plain decimals,
@@ -154,6 +163,8 @@ class _ParsedText:
 
     def relative_values(self, origin_us: int) -> npt.NDArray[np.float64]:
         values = self.other - origin_us
+        for position, number in self.exact.items():
+            values[position] = float(number - origin_us)  # rounded once
         plain = self.plain
         if plain.any():
             sign = self.sign[plain]

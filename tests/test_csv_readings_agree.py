@@ -51,6 +51,7 @@ TIMES = [
     "N/A",
     "",
     "1.7e15",
+    "1.7000000000000001e15",  # no float64: exact either way (a decimal for pyarrow)
     "+1736408883704647.1",
     "1736408883704643.2129999",
     "abc",

@@ -83,9 +83,13 @@ def test_missing_cells_give_nan_and_na_strings_stay_the_callers_job() -> None:
     assert us_from_text(pd.Series([], dtype=object), EPOCH_ORIGIN_US).empty
 
 
-def test_other_number_spellings_go_through_a_float() -> None:
-    got = us_from_text(pd.Series(["1e3", ".5", "-3.25", "+7", "5."]), 0)
-    assert got.tolist() == [1000.0, 0.5, -3.25, 7.0, 5.0]
+def test_other_number_spellings_are_exact_too() -> None:
+    got = us_from_text(pd.Series(["1e3", ".5", "-3.25", "+7", "5.", "inf"]), 0)
+    assert got.tolist() == [1000.0, 0.5, -3.25, 7.0, 5.0, float("inf")]
+    # No float64 holds 1700000000000000.1: through one, the 0.1 µs would be lost.
+    texts = ["1.7000000000000001e15", "17364088837046432e-1"]
+    got = us_from_text(pd.Series(texts), EPOCH_ORIGIN_US)
+    assert got.tolist() == [exact(t) for t in texts] == [0.1, 36408883704643.2]
 
 
 def test_many_random_stamps_are_all_exact() -> None:
