@@ -291,7 +291,15 @@ def _read_cells(
         # a number cell so damaged is refused where it is read, and a column perfgate does
         # not read cannot fail the file (pyarrow's reading never decodes those).
         encoding_errors="replace",
+        # pandas 2's default float parser may miss the nearest float64 by a bit (pyarrow's,
+        # and pandas 3's, never do: pandas 3 deprecates the choice); the two readings agree.
+        **_CORRECTLY_ROUNDED,
     )
+
+
+_CORRECTLY_ROUNDED: dict[str, Any] = (
+    {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+)
 
 
 # Cells of time stamps longer than this are not parsed as a byte matrix (one row per cell, as
