@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -196,3 +197,33 @@ def test_text_columns_are_plain_objects(path: Path) -> None:
     tasks = load_profile(path).tasks
     text = [c for c in TEXT_COLUMNS if c in tasks.columns]
     assert {c: str(tasks[c].dtype) for c in text} == {c: "object" for c in text}
+
+
+def _every_readable_path() -> list[Path]:
+    """Every path in tests/data that a reader takes (files and the directories above them)."""
+    from perfgate.errors import ProfileError
+    from perfgate.ingest import detect_reader
+
+    found = []
+    for path in sorted(DATA.rglob("*")):
+        try:
+            detect_reader(path)
+        except ProfileError:
+            continue
+        found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("path", _every_readable_path(), ids=lambda p: str(p.relative_to(DATA)))
+def test_reading_and_analysing_a_real_profile_warns_nothing(path: Path) -> None:
+    """A warning (pandas' FutureWarning about concatenating empty tables, under pandas 2)
+    would reach the user's terminal on every `perfgate inspect`."""
+    from perfgate.errors import ProfileError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            profile = load_profile(path)
+        except ProfileError:
+            return  # a folder of several profiles is refused: no table to warn about
+        analyze(profile)

@@ -972,7 +972,9 @@ def _build_tasks(
             "core": core,
             "start_ns": start_ns,
             "end_ns": end_ns,
-            "input_shapes": shapes.where(has_info),
+            # Objects already (as `out` has them): concatenated with the communication ops'
+            # all-missing column, a categorical would change dtype by pandas version.
+            "input_shapes": shapes.where(has_info).astype(object),
             "stream": _id_text(raw["stream_id"]),
             "task_id": _id_text(raw["task_id"]),
             "source": _TASK_SOURCE,

@@ -98,7 +98,7 @@ def assemble(
     merged.update(overrides)
     if "ranks" not in merged:
         merged["ranks"] = sorted(
-            {int(r) for r in pd.unique(pd.concat([tasks["rank"], steps["rank"]]).to_numpy())}
+            {int(r) for table in (tasks, steps) for r in pd.unique(table["rank"].to_numpy())}
         )
     merged["time_origin_us"] = time_origin_us
     if steps.empty and NO_STEP_MARKS_NOTE not in all_notes:

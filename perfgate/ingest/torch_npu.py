@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
@@ -284,7 +285,14 @@ def _read_rank_dir(rank_dir: Path, output: Path, clock: TimeBase) -> _RankData:
         data.metadata["copy_visible"] = False
     if rank is None:
         # No profiler_info rank: one Device_id across the directory's files is its rank.
-        device_ids = pd.concat([data.tasks["rank"], data.steps["rank"]]).dropna().unique()
+        device_ids = pd.unique(
+            np.concatenate(
+                [
+                    table["rank"].dropna().to_numpy(dtype=np.int64)
+                    for table in (data.tasks, data.steps)
+                ]
+            )
+        )
         if len(device_ids) == 1:
             rank = data.rank = int(device_ids[0])
             data.tasks["rank"] = rank
