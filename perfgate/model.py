@@ -413,8 +413,7 @@ class TimeBase:
         if self.fixed:
             return us_from_ns(values, self.origin_us)
         # The values' size in whole µs, exactly (a float64 of ns / 1000 may round up to a bound).
-        whole_us = np.where(values < 0, -(-values // NS_PER_US), values // NS_PER_US)
-        return us_from_ns(values, self._adopt(whole_us.astype(np.float64)))
+        return us_from_ns(values, self._adopt(np.abs(values) // NS_PER_US))
 
 
 def rebase_times(table: pd.DataFrame, from_origin_us: int, to_origin_us: int) -> pd.DataFrame:

@@ -738,6 +738,12 @@ class Comparison:
     baseline_summary: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def judged(self) -> bool:
+        """Whether the runs were judged: runs of two environments are not (their figures are
+        told, no metric or operator of theirs called regressed)."""
+        return self.verdict is not Verdict.INCOMPARABLE
+
+    @property
     def inconclusive(self) -> bool:
         """More rounds could decide what this look could not."""
         return any(m.inconclusive for m in self.metrics if m.gated)

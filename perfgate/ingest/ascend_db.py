@@ -239,14 +239,12 @@ def read(path: Path) -> Profile:
             is_torch = schema.has("PYTORCH_API") or schema.has("STEP_TIME")
             located.source = "torch_npu_db" if is_torch else "msprof_db"
         # Insight's overlap table, as big as TASK, is fetched on the other core while TASK is
-        # read (the ADBC driver lets go of the GIL): two queries of one file at once. Only of
-        # a file opened immutable: the ADBC driver brings its own SQLite, and two SQLites at
-        # once on a WAL file's shared memory crash the process (a bus error, seen).
+        # read (the ADBC driver lets go of the GIL).
         overlap = (
             background.submit(_arrow_integer_rows, db, _OVERLAP_SQL)
             if schema.has("OVERLAP_ANALYSIS")
             and _analysis_db(located) is None
-            and _read_only_uri(db).endswith("immutable=1")
+            and _reads_at_once(db)
             else None
         )
         raw, strings = _read_task_rows(conn, schema)
@@ -610,12 +608,18 @@ def _arrow_integer_rows(db: Path, sql: str) -> pd.DataFrame | None:
 _ROWS_TO_SPLIT = 100_000
 
 
+def _reads_at_once(db: Path) -> bool:
+    """Whether ``db`` may be read by several connections at once: only a file opened
+    immutable (:func:`_read_only_uri`). The ADBC driver brings its own SQLite, and two
+    SQLites at once on a WAL file's shared memory crash the process (a bus error, seen)."""
+    return _read_only_uri(db).endswith("immutable=1")
+
+
 def _rowid_ranges(conn: sqlite3.Connection, db: Path, table: str, alias: str) -> list[str] | None:
     """WHERE clauses that split ``table`` (``alias`` in the query) into two rowid ranges, in
-    rowid order (the order a full scan gives), or None: a small table, or a file not opened
-    immutable (the ADBC driver brings its own SQLite: two at once on a WAL file's shared
-    memory crash the process)."""
-    if not _read_only_uri(db).endswith("immutable=1"):
+    rowid order (the order a full scan gives), or None: a small table, or a file that may not
+    be read by two connections at once (:func:`_reads_at_once`)."""
+    if not _reads_at_once(db):
         return None
     try:
         low, high = conn.execute(f'SELECT MIN(rowid), MAX(rowid) FROM "{table}"').fetchone()

@@ -196,7 +196,6 @@ def _shown_status(status: MetricStatus, judged: bool = True) -> str:
 
 
 def _metric_rows(c: Comparison) -> list[list[str]]:
-    judged = c.verdict is not Verdict.INCOMPARABLE
     return [
         [
             m.name,
@@ -205,7 +204,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
             format_change(m.change, m.unit),
             m.threshold if m.gated else f"({m.threshold})",
             _p(m),
-            _shown_status(m.status, judged),
+            _shown_status(m.status, c.judged),
         ]
         for m in c.metrics
     ]
@@ -214,7 +213,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
 def _operator_cells(c: Comparison, top: int) -> tuple[list[str], list[list[str]]]:
     """The names (in full) and the other cells of the operators a table lists."""
     operators = _changed_operators(c, top)
-    flag = " REGRESSION" if c.verdict is not Verdict.INCOMPARABLE else " (regression)"
+    flag = " REGRESSION" if c.judged else " (regression)"
     cells = [
         [
             o.core,

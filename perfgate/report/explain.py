@@ -207,8 +207,7 @@ def breakdown_explanation(c: Comparison) -> str | None:
 def _metric_line(c: Comparison, m: MetricJudgement) -> str:
     """One metric's self-explanatory line: its values, change, limit and baseline, then why
     it is unstable, or what explains its regression."""
-    judged = c.verdict is not Verdict.INCOMPARABLE
-    word = _STATUS_WORDS[m.status] if judged else "not judged (another environment)"
+    word = _STATUS_WORDS[m.status] if c.judged else "not judged (another environment)"
     line = (
         f"{c.benchmark}: {m.name} {word}: "
         f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
@@ -217,7 +216,7 @@ def _metric_line(c: Comparison, m: MetricJudgement) -> str:
     )
     if m.p_value is not None:
         line += f"; {p_clause(m.p_value)}"
-    if m.status is MetricStatus.UNSTABLE and judged:
+    if m.status is MetricStatus.UNSTABLE and c.judged:
         line += "; " + "; ".join(metric_reasons(m))
     if m.status is MetricStatus.REGRESSION:
         culprits = c.explaining_operators(m.metric)
@@ -239,12 +238,10 @@ def summary_lines(c: Comparison) -> list[str]:
         if c.verdict is Verdict.REGRESSION
         else (MetricStatus.REGRESSION, MetricStatus.IMPROVEMENT, MetricStatus.UNSTABLE)
     )
-    # Runs of two environments are not judged: their figures are told, not called regressed.
-    judged = c.verdict is not Verdict.INCOMPARABLE
     lines = [_metric_line(c, m) for m in c.metrics if m.gated and m.status in shown]
     lines.extend(
         f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] "
-        f"{'regressed' if judged else 'not judged (another environment)'}: "
+        f"{'regressed' if c.judged else 'not judged (another environment)'}: "
         f"{o.baseline_time_per_step_us / 1e3:.3f} → {o.current_time_per_step_us / 1e3:.3f} "
         f"ms/step ({p_clause(o.p_value)}, Holm-corrected)"
         for o in c.operators

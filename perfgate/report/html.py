@@ -67,8 +67,7 @@ def _markup(svg: str | None) -> Any:
 
 
 def _metric_rows(comparison: Any) -> list[dict[str, Any]]:
-    # Runs of two environments are not judged: no metric of theirs is failing.
-    judged = comparison.verdict is not Verdict.INCOMPARABLE
+    judged = comparison.judged  # runs of two environments: no metric of theirs is failing
     rows = []
     for m in comparison.metrics:
         rows.append(
