@@ -1027,6 +1027,32 @@ def test_merge_refuses_shards_of_different_commits_or_a_benchmark_run_twice(
     assert 'merge: cannot split "\'shards/*" into patterns (No closing quotation)' in stdout
 
 
+def test_a_shard_downloaded_into_the_output_dir_is_refused_not_deleted(tmp_path: Path) -> None:
+    """The stale outputs are deleted before a run: a shard sitting at output-dir/results.json
+    (download-artifact into the default output-dir) was deleted, then left out of the merge,
+    and the other shards' pass was the job's verdict."""
+    regressed = write_shard(tmp_path, "llm", "a" * 40, [run_of("llama_infer", "regression")])
+    write_shard(tmp_path, "vision", "a" * 40, [run_of("resnet50_train", "pass")])
+    written = regressed.read_text()
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    main = partial(bench_step.main, [])
+    for patterns in ("shards/*/results.json", "shards/perfgate-llm/results.json"):
+        status, stdout = runner.call(
+            main, tmp_path, PERFGATE_MERGE=patterns, PERFGATE_OUTPUT_DIR="shards/perfgate-llm"
+        )
+        assert status == 2, stdout
+        assert (
+            "::error::perfgate: merge: shards/perfgate-llm/results.json is a shard to merge and "
+            "also this action's own output (results.json in output-dir"
+        ) in stdout
+        assert regressed.read_text() == written  # nothing deleted
+    done = runner.step(
+        "run_benchmarks", tmp_path, PERFGATE_MERGE="shards/*/results.json"
+    )  # the default output-dir: both shards gated
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert runner.outputs()["verdict"] == "regression"
+
+
 def test_merging_shards_that_measured_nothing_is_an_error_not_a_pass(tmp_path: Path) -> None:
     write_shard(tmp_path, "empty", "a" * 40, [])
     runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")

@@ -146,6 +146,25 @@ def expand(patterns: str) -> list[Path]:
     return [Path(name) for name in found]
 
 
+def merge_inputs(patterns: str, outputs: Sequence[Path]) -> list[Path]:
+    """The shards' results files that ``patterns`` name (none without patterns); an error
+    where one of them is one of the action's own ``outputs``, which are deleted before the
+    run (a left-over report must not pass for this run's): merged, a shard downloaded there
+    would be gone, or a stale report merged as a shard."""
+    if not patterns:
+        return []
+    paths = expand(patterns)
+    written = {output.resolve(): output for output in outputs}
+    for path in paths:
+        if path.resolve() in written:
+            raise ActionError(
+                f"merge: {path} is a shard to merge and also this action's own output "
+                f"({written[path.resolve()].name} in output-dir, replaced on every run); "
+                "download the shards' results into another directory, or set output-dir"
+            )
+    return paths
+
+
 SHALLOW_NOTE = (
     "this checkout is a shallow clone, so the baselines of earlier commits cannot be found "
     "and the gate would be silently off; the benchmarks were not run. Set `fetch-depth: 0` "
@@ -186,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = Path(env_input("PERFGATE_OUTPUT_DIR", "perfgate-out")).resolve()
     results, summary = out_dir / "results.json", out_dir / "summary.md"
+    merge_patterns = env_input("PERFGATE_MERGE")
+    # Before anything is deleted: a shard that is one of the outputs would be lost.
+    paths = merge_inputs(merge_patterns, (results, summary, out_dir / HTML_REPORT))
     # Self-hosted runners keep their workspace: a report left by an earlier run must not
     # pass for this one's.
     for stale in (results, summary, out_dir / HTML_REPORT):
@@ -199,10 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     remember_default_branch(cwd, load_event())
 
     note = None
-    merge_patterns = env_input("PERFGATE_MERGE")
-    if merge_patterns:
+    if paths:
         # The shards compared; merging needs no history.
-        paths = expand(merge_patterns)
         merge_files(paths, results, summary)
         print(f"perfgate: merged {len(paths)} results files into {results}")
         from perfgate.report.html import render_results_html
