@@ -1053,6 +1053,49 @@ def test_a_shard_downloaded_into_the_output_dir_is_refused_not_deleted(tmp_path:
     assert runner.outputs()["verdict"] == "regression"
 
 
+@pytest.mark.parametrize("variable", ["GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"])
+@pytest.mark.parametrize("where", ["a directory", "in a missing folder"])
+def test_a_runner_file_that_cannot_be_appended_to_is_one_error_line(
+    tmp_path: Path, variable: str, where: str
+) -> None:
+    write_shard(tmp_path, "vision", "a" * 40, [run_of("resnet50_train", "pass")])
+    runner = Runner(tmp_path / "runner", "pull_request", pr_event(), "refs/pull/7/merge")
+    target = tmp_path / "runner" / ("summary_dir" if where == "a directory" else "gone/file")
+    if where == "a directory":
+        target.mkdir()
+    status, stdout = runner.call(
+        partial(bench_step.main, []),
+        tmp_path,
+        PERFGATE_MERGE="shards/*/results.json",
+        **{variable: str(target)},
+    )
+    assert status == 2, stdout
+    reason = "Is a directory" if where == "a directory" else "No such file or directory"
+    assert f"::error::perfgate: {variable}={target}: cannot append to it ({reason})" in stdout
+    assert "internal error" not in stdout
+
+
+def test_a_job_without_a_checkout_that_records_nothing_does_not_fail(tmp_path: Path) -> None:
+    """A merge-only job (shards' artifacts, no checkout) on a schedule: no git repository to
+    ask for the default branch, and nothing to record; it failed asking."""
+    for event_name in ("schedule", "pull_request_target", "workflow_dispatch"):
+        runner = Runner(tmp_path / event_name, event_name, {}, "refs/heads/main")
+        status, stdout = runner.call(
+            partial(baselines_step.main, []), tmp_path / event_name, PERFGATE_VERDICT="pass"
+        )
+        assert status == 0, stdout
+        assert (
+            "::notice::perfgate: not recording baselines: baselines are recorded only on a push "
+            f"to the default branch, and this run is a {event_name} event"
+        ) in stdout
+    runner = Runner(tmp_path / "push", "push", push_event("a" * 40), "refs/heads/main")
+    status, stdout = runner.call(
+        partial(baselines_step.main, []), tmp_path / "push", PERFGATE_VERDICT="pass"
+    )
+    assert status == 2  # a push may record: where to, git must say
+    assert "not inside a git repository" in stdout
+
+
 def test_merging_shards_that_measured_nothing_is_an_error_not_a_pass(tmp_path: Path) -> None:
     write_shard(tmp_path, "empty", "a" * 40, [])
     runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")

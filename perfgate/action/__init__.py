@@ -79,12 +79,24 @@ def set_output(name: str, value: str) -> None:
     if not path:
         print(f"output {name}={value}")
         return
-    with open(path, "a", encoding="utf-8") as handle:
-        if "\n" in value:
-            delimiter = f"perfgate_{uuid.uuid4().hex}"
-            handle.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-        else:
-            handle.write(f"{name}={value}\n")
+    if "\n" in value:
+        delimiter = f"perfgate_{uuid.uuid4().hex}"
+        _append("GITHUB_OUTPUT", path, f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    else:
+        _append("GITHUB_OUTPUT", path, f"{name}={value}\n")
+
+
+def _append(variable: str, path: str, text: str) -> None:
+    """Append ``text`` to the runner's file that ``$variable`` names; one
+    :class:`ActionError` line where it cannot be (a directory, a missing folder)."""
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise ActionError(
+            f"{variable}={path}: cannot append to it ({exc.strerror or exc}); the runner sets "
+            "it to a file in a directory that exists"
+        ) from None
 
 
 def write_text(path: Path, text: str) -> None:
@@ -104,8 +116,7 @@ def append_summary(markdown: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    _append("GITHUB_STEP_SUMMARY", path, markdown if markdown.endswith("\n") else markdown + "\n")
 
 
 def annotate(level: str, message: str) -> None:

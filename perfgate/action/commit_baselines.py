@@ -39,6 +39,7 @@ from perfgate.action import (
     set_output,
 )
 from perfgate.config import load_settings
+from perfgate.errors import PerfgateError
 from perfgate.sides import load_results_file
 from perfgate.store.git import default_branch
 
@@ -199,9 +200,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "only on a push to the baseline branch (set baseline-branch to choose it)",
         )
     remember_default_branch(cwd, load_event())
-    baseline_branch = (
-        env_input("PERFGATE_BASELINE_BRANCH") or settings.baseline.branch or default_branch(cwd)
-    )
+    baseline_branch = env_input("PERFGATE_BASELINE_BRANCH") or settings.baseline.branch
+    if not baseline_branch:
+        try:
+            baseline_branch = default_branch(cwd)
+        except PerfgateError:
+            if mode != "never" and event_name == "push":
+                raise  # this run may record: where to, git must say
+            # A job without a checkout (shards' artifacts merged on a schedule) records
+            # nothing; it has no repository to ask, and must not fail for that.
+            baseline_branch = "the default branch"
     branch, why_not = decide(
         mode,
         event_name,
