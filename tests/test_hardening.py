@@ -667,6 +667,30 @@ def test_a_baseline_that_is_no_file_is_an_error_not_no_baseline(
     assert status == 2 and "nothing was written" in err
 
 
+@pytest.mark.parametrize("level", ["benchmark", "env"])
+@pytest.mark.parametrize("kind", ["dangling link", "looping link"])
+def test_a_broken_link_where_the_store_has_a_directory_is_an_error(
+    repo: Path, tmp_path: Path, cli: Cli, level: str, kind: str
+) -> None:
+    # A loop gave a traceback in `baseline list`, `history` and `prune`; a dangling link was
+    # skipped, its benchmark's baselines "none".
+    head = git(repo, "rev-parse", "HEAD")
+    source = results_file(tmp_path / "results.json", [run_record()], commit=head)
+    assert cli("baseline", "update", "--from", str(source), "--repo", str(repo))[0] == 0
+    where = repo / "baselines" / ("b2" if level == "benchmark" else "b/e2")
+    where.symlink_to(where if kind == "looping link" else tmp_path / "gone")
+    commands = [("baseline", "list"), ("baseline", "prune", "--keep", "1", "--dry-run")]
+    if level == "env":  # the benchmark's history lists its envs (b2 is no part of b's)
+        commands.append(("history", "b"))
+    for command in commands:
+        status, _, err = cli(*command, "--repo", str(repo))
+        assert status == 2, command
+        assert err.startswith(
+            f"perfgate: error: {where}: is a symbolic link to nothing (its target is missing, "
+            "or loops; expected a directory of the baseline store"
+        ), (command, err)
+
+
 def test_a_file_where_the_store_has_a_directory_is_an_error(
     repo: Path, tmp_path: Path, cli: Cli
 ) -> None:
@@ -677,6 +701,15 @@ def test_a_file_where_the_store_has_a_directory_is_an_error(
     status, _, err = cli("compare", str(current), "--repo", str(repo))
     assert status == 2
     assert err.startswith(f"perfgate: error: {env}: is a file (expected a directory")
+    # The store itself a file: that file is named, not the benchmark's directory below it.
+    shutil.rmtree(repo / "baselines")
+    (repo / "baselines").write_text("not a directory")
+    for command in (("compare", str(current)), ("baseline", "list"), ("history", "b")):
+        status, _, err = cli(*command, "--repo", str(repo))
+        assert status == 2, command
+        assert err.startswith(
+            f"perfgate: error: {repo / 'baselines'}: is a file (expected a directory"
+        ), (command, err)
 
 
 def test_a_baseline_link_is_not_written_through(repo: Path, tmp_path: Path, cli: Cli) -> None:

@@ -241,8 +241,8 @@ def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
     except NotADirectoryError:
         # A file where the layout has a directory: its baselines would silently be "none".
         raise PerfgateError(
-            f"{directory}: is a file (expected a directory of the baseline store: "
-            "BENCHMARK/ENV/COMMIT.json)"
+            f"{_file_on_the_way(directory)}: is a file (expected a directory of the baseline "
+            "store: BENCHMARK/ENV/COMMIT.json)"
         ) from None
     except OSError as exc:
         raise PerfgateError(f"{directory}: cannot be listed ({exc.strerror})") from None
@@ -252,9 +252,35 @@ def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
             stem, dot, suffix = entry.name.rpartition(".")
             if dot and suffix == "json" and _FULL_SHA.fullmatch(stem):
                 found.append((stem, _baseline_file(entry)))
-        elif is_safe_name(entry.name) and entry.is_dir():
+        elif is_safe_name(entry.name) and _store_directory(entry):
             found.append((entry.name, Path(entry.path)))
     return found
+
+
+def _file_on_the_way(directory: Path) -> Path:
+    """The first of ``directory`` and its parents that is a file, the one to name when
+    listing ``directory`` fails with "not a directory" (``baselines`` itself a file, say)."""
+    for place in (*reversed(directory.parents), directory):
+        if place.is_file():
+            return place
+    return directory
+
+
+def _store_directory(entry: os.DirEntry[str]) -> bool:
+    """Whether an entry where the layout has directories is one; a symbolic link there that
+    loops or points to nothing is damage (its baselines would be "none" without a word)."""
+    try:
+        if entry.is_dir():
+            return True
+        broken = entry.is_symlink() and not os.path.exists(entry.path)
+    except OSError:  # a symlink that loops
+        broken = True
+    if broken:
+        raise PerfgateError(
+            f"{entry.path}: is a symbolic link to nothing (its target is missing, or loops; "
+            "expected a directory of the baseline store: BENCHMARK/ENV/COMMIT.json)"
+        )
+    return False  # a file beside the benchmarks (a README): not the store's
 
 
 def _baseline_file(entry: os.DirEntry[str]) -> Path:
