@@ -512,14 +512,25 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
             raise ConfigError(f"{file}: configuration file not found")
         return _load_file(file)
     root = Path(root)
-    for name in ("perfgate.yaml", "perfgate.yml"):
-        if _settings_file(root / name):
-            return _load_file(root / name)
+    files = [
+        root / name for name in ("perfgate.yaml", "perfgate.yml") if _settings_file(root / name)
+    ]
     pyproject = root / "pyproject.toml"
-    if _settings_file(pyproject):
-        section = _tool_section(pyproject)
-        if section is not None:
-            return settings_from_mapping(section, f"{pyproject} [tool.perfgate]")
+    section = _tool_section(pyproject) if _settings_file(pyproject) else None
+    places = [str(file) for file in files] + (
+        [f"{pyproject} [tool.perfgate]"] * (section is not None)
+    )
+    if len(places) > 1:
+        # Reading one, the gate would run without a word on settings other than those the
+        # user edits (and an error in the other would never be seen).
+        raise ConfigError(
+            f"settings in {len(places)} places: {', '.join(places)} (perfgate reads one; "
+            "keep the settings in one of them)"
+        )
+    if files:
+        return _load_file(files[0])
+    if section is not None:
+        return settings_from_mapping(section, places[0])
     return default_settings()
 
 

@@ -336,3 +336,44 @@ def test_a_settings_file_that_is_no_file_is_an_error(tmp_path: Path, kind: str) 
     with pytest.raises(ConfigError) as raised:
         load_settings(root=tmp_path)
     assert str(raised.value) == f"{where}: {said} (expected a configuration file, or nothing there)"
+
+
+@pytest.mark.parametrize(
+    "present",
+    [
+        ("perfgate.yaml", "pyproject.toml"),
+        ("perfgate.yaml", "perfgate.yml"),
+        ("perfgate.yml", "pyproject.toml"),
+        ("perfgate.yaml", "perfgate.yml", "pyproject.toml"),
+    ],
+)
+def test_settings_in_two_places_are_refused_not_one_silently_ignored(
+    tmp_path: Path, present: tuple[str, ...]
+) -> None:
+    # perfgate.yaml won: a [tool.perfgate] beside it, even one holding a bad value, was never
+    # read, and the gate ran on other settings than the ones the user edited.
+    texts = {
+        "perfgate.yaml": "statistics: {alpha: 0.01}\n",
+        "perfgate.yml": "thresholds: {step_time: {max_increase: 500%}}\n",
+        "pyproject.toml": '[tool.perfgate]\nthresholds = {step_time = {max_increase = "banana"}}\n',
+    }
+    for name in present:
+        (tmp_path / name).write_text(texts[name])
+    with pytest.raises(ConfigError) as error:
+        load_settings(None, root=tmp_path)
+    places = [
+        f"{tmp_path / name}" + (" [tool.perfgate]" if name == "pyproject.toml" else "")
+        for name in present
+    ]
+    assert str(error.value) == (
+        f"settings in {len(present)} places: {', '.join(places)} (perfgate reads one; keep "
+        "the settings in one of them)"
+    )
+
+
+def test_a_pyproject_without_a_perfgate_section_beside_perfgate_yaml_is_no_second_place(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "perfgate.yaml").write_text("statistics: {alpha: 0.01}\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "model"\n[tool.ruff]\n')
+    assert load_settings(None, root=tmp_path).source == str(tmp_path / "perfgate.yaml")
