@@ -132,8 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--env",
         metavar="ENV",
-        help="runner environment key for a profile side. Default: from the "
-        "profile (e.g. ascend910b4-x8, cpu-x86_64)",
+        help="runner environment key for a profile side (default: from the profile, e.g. "
+        "ascend910b4-x8, cpu-x86_64); of a results or baseline file, only runs of this env",
     )
     _add_report_options(compare, top=5, top_help="operators to list per benchmark")
     compare.set_defaults(handler=_cmd_compare)
@@ -162,7 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="benchmark name for a profile (default: the path's name); of a results file, "
         "record only this benchmark's run",
     )
-    update.add_argument("--env", metavar="ENV", help="runner environment key for a profile")
+    update.add_argument(
+        "--env",
+        metavar="ENV",
+        help="runner environment key for a profile; of a results file, only runs of this env",
+    )
     update.add_argument(
         "--allow-dirty",
         action="store_true",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from perfgate.errors import PerfgateError
 from perfgate.records import (
@@ -46,6 +47,21 @@ def load_results_file(path: Path) -> ResultsDocument:
     return validate_results(read_json(path, "results file"), str(path))
 
 
+def _chosen(
+    path: Path, runs: list[RunRecord], key: Literal["benchmark", "env"], wanted: str | None
+) -> list[RunRecord]:
+    """The runs whose ``key`` is ``wanted`` (all of them when it is None); an error naming
+    what the file holds where none is (an option silently ignored would gate other runs)."""
+    if wanted is None:
+        return runs
+    chosen = [run for run in runs if run[key] == wanted]
+    if not chosen:
+        held = ", ".join(sorted({str(run[key]) for run in runs})) or "none"
+        what = "its runs" if key == "benchmark" else "its runs are of env"
+        raise PerfgateError(f"{path}: no run of {key} {wanted!r} ({what}: {held})")
+    return chosen
+
+
 def load_side(
     path: str | Path,
     *,
@@ -56,21 +72,17 @@ def load_side(
     """Read one side. A profile is analysed into a record named ``benchmark`` (default: the
     path's name) in runner environment ``env`` (default: from the profile's fingerprint),
     with the advisor's hints (``advisor``: their thresholds). Of a results file,
-    ``benchmark`` keeps only that benchmark's run."""
+    ``benchmark`` and ``env`` keep only the runs of that benchmark and environment; a
+    baseline file must be of them."""
     path = Path(path)
     document = _perfgate_document(path)
     if isinstance(document, dict) and document.get("format") == BASELINE_FORMAT:
-        return Side(str(path), "baseline", [validate_baseline(document, str(path))])
+        baseline = validate_baseline(document, str(path))
+        _chosen(path, _chosen(path, [baseline], "benchmark", benchmark), "env", env)
+        return Side(str(path), "baseline", [baseline])
     if isinstance(document, dict) and document.get("format") == RESULTS_FORMAT:
         runs: list[RunRecord] = list(validate_results(document, str(path))["runs"])
-        if benchmark is not None:
-            chosen = [run for run in runs if run["benchmark"] == benchmark]
-            if not chosen:
-                names = ", ".join(sorted({run["benchmark"] for run in runs})) or "none"
-                raise PerfgateError(
-                    f"{path}: no run of benchmark {benchmark!r} (its runs: {names})"
-                )
-            runs = chosen
+        runs = _chosen(path, _chosen(path, runs, "benchmark", benchmark), "env", env)
         return Side(str(path), "results", runs)
     if document is not None:
         kind = document.get("format") if isinstance(document, dict) else None

@@ -600,6 +600,23 @@ def test_compare_picks_one_benchmark_of_a_results_file_and_names_a_misspelt_entr
         in (capsys.readouterr().err)
     )
 
+    # --env picks runs of a results file too, and a baseline file must be of it: it was
+    # silently ignored, and `baseline update --env gpu-a100` recorded under cpu-x86_64.
+    chosen = ["--benchmark", "input_pipeline", "--env"]
+    assert main(["compare", *sides, *chosen, "cpu-x86_64"]) == 1
+    assert "[REGRESSION] input_pipeline" in capsys.readouterr().out
+    assert main(["compare", *sides, *chosen, "gpu-a100"]) == 2
+    assert capsys.readouterr().err == (
+        f"perfgate: error: {sides[1]}: no run of env 'gpu-a100' (its runs are of env: cpu-x86_64)\n"
+    )
+    assert main(["compare", sides[0], sides[0], "--env", "gpu-a100"]) == 2
+    assert capsys.readouterr().err == (
+        f"perfgate: error: {sides[0]}: no run of env 'gpu-a100' (its runs are of env: cpu-x86_64)\n"
+    )
+    update = ["baseline", "update", "--from", sides[1], "--env", "gpu-a100", "--repo"]
+    assert main([*update, str(tmp_path)]) == 2
+    assert "no run of env 'gpu-a100'" in capsys.readouterr().err
+
 
 @pytest.mark.parametrize(
     "argv",
