@@ -34,7 +34,9 @@ IntArray = npt.NDArray[np.int64]
 
 
 def old_finite_rows(table: pd.DataFrame) -> pd.DataFrame:
-    numbers = table.map(ascend_db._number_or_none).apply(pd.to_numeric, errors="coerce")
+    numbers = table.apply(  # Series.map: DataFrame.map is pandas 2.1's
+        lambda column: pd.to_numeric(column.map(ascend_db._number_or_none), errors="coerce")
+    )
     keep = (numbers.abs() <= ascend_db._MAX_NS).all(axis=1)
     return numbers.loc[keep]
 

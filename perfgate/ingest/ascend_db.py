@@ -1249,7 +1249,8 @@ def _analysis_db_breakdown(analysis_db: Path, steps: pd.DataFrame) -> pd.DataFra
         schema.require("StepTraceTime", columns, "torch_npu's step breakdown")
         sql = f"SELECT {', '.join(columns)} FROM StepTraceTime"
         table = _query(conn, analysis_db, sql, "StepTraceTime")
-    table = table.map(_number_or_none).apply(pd.to_numeric, errors="coerce")
+    # Column by column: DataFrame.map is pandas 2.1's (pyproject allows 2.0).
+    table = pd.DataFrame({c: _numbers(table[c]) for c in table.columns}, index=table.index)
     step = table["step"]
     table = table.loc[(step.abs() < 2**63) & (step == step.round())]
     per_step = pd.DataFrame(
