@@ -27,30 +27,48 @@ def concat_frames(
         return empty if empty is not None else pd.DataFrame()
     if len(kept) == 1:
         return kept[0].reset_index(drop=True)
-    # A column categorical in every frame stays categorical (pandas would make it text).
+    order = list(dict.fromkeys(c for f in kept for c in f.columns))  # pandas' order
+    # A column categorical in every frame that has it stays categorical (pandas would make
+    # it text, or, where a frame lacks it, type it by pandas' version: 2.x passes over an
+    # all-missing part when it chooses, 3.x does not).
     categorical = [
         c
-        for c in kept[0].columns
-        if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype) for f in kept)
+        for c in order
+        if all(isinstance(f[c].dtype, pd.CategoricalDtype) for f in kept if c in f.columns)
     ]
     if not categorical:
         return pd.concat(kept, ignore_index=True)
     # The categoricals are united by hand: each frame's codes mapped onto the shared
     # categories, and one dtype for the result (pandas would hash the categories of every
     # frame's dtype again, and re-code each frame).
-    table = pd.concat([f.drop(columns=categorical) for f in kept], ignore_index=True)
+    table = pd.concat(
+        [f.drop(columns=[c for c in categorical if c in f.columns]) for f in kept],
+        ignore_index=True,
+    )
+    if table.shape[1] == 0:
+        table = pd.DataFrame(index=pd.RangeIndex(sum(len(f) for f in kept)))
     for c in categorical:
-        parts = [f[c].array for f in kept]
+        parts = [f[c].array if c in f.columns else len(f) for f in kept]
         shared = pd.Index(
-            pd.unique(np.concatenate([part.categories.to_numpy(object) for part in parts])),
+            pd.unique(
+                np.concatenate(
+                    [p.categories.to_numpy(object) for p in parts if not isinstance(p, int)]
+                )
+            ),
             dtype=object,
         )
-        # Code -1 (missing) stays -1: it takes the -1 appended to each mapping.
+        # Code -1 (missing) stays -1: it takes the -1 appended to each mapping; a frame
+        # without the column is missing in every row.
         codes = np.concatenate(
-            [np.append(shared.get_indexer(part.categories), -1)[part.codes] for part in parts]
+            [
+                np.full(p, -1, dtype=np.int64)
+                if isinstance(p, int)
+                else np.append(shared.get_indexer(p.categories), -1)[p.codes]
+                for p in parts
+            ]
         )
         table[c] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(shared))
-    return table[list(dict.fromkeys(c for f in kept for c in f.columns))]  # pandas' order
+    return table[order]
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
