@@ -319,7 +319,13 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from perfgate.analysis.compare import compare_runs
-    from perfgate.gate import StoreLookup, gate_against_store, judging_rules, pair_records
+    from perfgate.gate import (
+        StoreLookup,
+        gate_against_store,
+        judging_rules,
+        pair_records,
+        unmeasured,
+    )
     from perfgate.sides import load_side
 
     if len(args.sides) > 2:
@@ -350,6 +356,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 f"(it has: {', '.join(r['benchmark'] for r in base.records)}); "
                 "--benchmark NAME compares one benchmark of a results file"
             )
+        if (crashed := unmeasured(current_record)) is not None:
+            comparisons.append(crashed)
+            continue
+        if (crashed := unmeasured(baseline_record)) is not None:
+            crashed.notes = [f"the baseline side ({base.path}): {n}" for n in crashed.notes]
+            comparisons.append(crashed)
+            continue
         rules, look = judging_rules(current_record, settings, current.path)
         comparisons.append(
             compare_runs(

@@ -112,6 +112,9 @@ def gate_against_store(
     comparisons = []
     for current in currents:
         name, env = current["benchmark"], current["env"]
+        if (crashed := unmeasured(current)) is not None:
+            comparisons.append(crashed)
+            continue
         bench_rules, judged_look = judging_rules(current, settings, source)
         bench_rules = (rules or {}).get(name) or bench_rules
         found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
@@ -146,6 +149,37 @@ def gate_against_store(
             )
         comparisons.append(comparison)
     return comparisons
+
+
+def holds_measurement(record: RunRecord) -> bool:
+    """Whether a run measured anything: timed steps, profiled samples or operators."""
+    return bool(
+        (record.get("timing") or {}).get("step_time_us")
+        or any(record["samples"].values())
+        or record.get("operators")
+    )
+
+
+def unmeasured(record: RunRecord) -> Comparison | None:
+    """The ``error`` comparison of a run that measured nothing (a benchmark that crashed: its
+    results-file run says why), or None for a measured one. Compared, such a run would pass
+    on nothing, with no metric to judge."""
+    if holds_measurement(record):
+        return None
+    said = (record.get("comparison") or {}).get("notes")  # type: ignore[attr-defined]
+    reasons = [str(n) for n in said or [] if isinstance(n, str) and n.startswith("not measured")]
+    verdict = record.get("verdict")
+    return Comparison(
+        benchmark=str(record["benchmark"]),
+        verdict=Verdict.ERROR,
+        baseline={"commit": None},
+        current={"commit": record.get("commit"), "env": record["env"]},
+        notes=reasons
+        or [
+            "not measured: the run holds no timed steps, samples or operators"
+            + (f" (its verdict: {verdict})" if isinstance(verdict, str) else "")
+        ],
+    )
 
 
 def measured(record: RunRecord) -> dict[str, float | int | None]:
@@ -236,12 +270,7 @@ def record_baselines(
             "to record a baseline marked dirty"
         )
     for record in records:
-        measured = (
-            (record.get("timing") or {}).get("step_time_us")
-            or any(record["samples"].values())
-            or record.get("operators")
-        )
-        if not measured:
+        if not holds_measurement(record):
             # A benchmark that crashed (its results-file run says error) or an A/B record:
             # a baseline of it would hold nothing to compare with.
             verdict = record.get("verdict")

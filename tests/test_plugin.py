@@ -668,6 +668,18 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     picked = project.run(*cli, "--benchmark", "steady")
     assert picked.ret == 0
     assert picked.stdout.str().startswith("recorded baselines/steady/")
+    # The other door, `perfgate compare`, said NO-BASELINE against the store and PASS
+    # against a given file (rc 0): the crash is an error there too, with its reason.
+    compare = [sys.executable, "-m", "perfgate", "compare"]
+    for sides in (
+        [f"{out}/results.json"],
+        [f"{out}/results.json", f"{out}/results.json", "--benchmark", "crashing"],
+    ):
+        gated = project.run(*compare, *sides)
+        assert gated.ret == 2, sides
+        text = gated.stdout.str()
+        assert "[ERROR] crashing" in text, sides
+        assert "not measured: ValueError: shapes (3, 4) and (5, 6) not aligned" in text, sides
 
 
 LOOP = """
