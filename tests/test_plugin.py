@@ -603,7 +603,18 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     }
     # The marker's 0 was taken for "unset": the run warmed up 3 steps.
     assert by_name["marker_warmup_zero"]["parameters"]["warmup"] == 0
-    assert sorted(by_name) == ["marker_warmup_zero", "numpy_parameters", "twice"]
+    measured = {name for name, run in by_name.items() if run["verdict"] != "error"}
+    assert measured == {"marker_warmup_zero", "numpy_parameters", "twice"}
+    # The 16 misused benchmarks were left out of the reports, whose summary said
+    # no-baseline over them: each is an error there, saying what to change.
+    errors = {n: r["comparison"]["notes"] for n, r in by_name.items() if r["verdict"] == "error"}
+    assert len(errors) == 16
+    for test, says in MISUSE_SAYS.items():
+        name = test.removeprefix("test_")
+        if name in errors:  # the same words (the stars: object addresses, tails)
+            assert errors[name][0].startswith("not measured: ")
+            words = says.removeprefix("perfgate: ").split("*")
+            assert all(part in errors[name][0] for part in words), errors[name]
 
 
 CRASHING = """
@@ -680,6 +691,77 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
         text = gated.stdout.str()
         assert "[ERROR] crashing" in text, sides
         assert "not measured: ValueError: shapes (3, 4) and (5, 6) not aligned" in text, sides
+
+
+CRASHING_OTHERWISE = """
+import sys
+import pytest
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no message")
+
+def test_steady(perfgate):
+    perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+
+def test_exits(perfgate):
+    perfgate.run(lambda: sys.exit(3), steps=3, warmup=1)
+
+def test_fails(perfgate):
+    perfgate.run(lambda: pytest.fail("shapes differ"), steps=3, warmup=1)
+
+def test_unprintable(perfgate):
+    def step():
+        raise Unprintable()
+    perfgate.run(step, steps=3, warmup=1)
+
+def test_before_run(perfgate):
+    raise KeyError("no such layer")
+
+def test_idle(perfgate):
+    pass
+
+@pytest.mark.xfail(reason="a known crash")
+def test_expected(perfgate):
+    perfgate.run(lambda: 1 / 0, steps=3, warmup=1)
+
+def test_skipped(perfgate):
+    perfgate.run(lambda: pytest.skip("no device"), steps=3, warmup=1)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_every_crash_of_a_benchmark_is_an_error_in_the_reports_but_skips_and_xfails(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    # SystemExit and pytest.fail in the step, an exception whose message raises, a crash
+    # before perfgate.run: pytest failed them, the reports left them out ("no-baseline" over
+    # the session). An xfail-marked crash was an error there, failing the job's summary over
+    # a green pytest.
+    project.makepyfile(test_crash=CRASHING_OTHERWISE)
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", *workers, "test_crash.py"
+    )
+    result.assert_outcomes(passed=1, failed=5, skipped=1, xfailed=1)
+    runs = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
+    said = {r["benchmark"]: (r["verdict"], r["comparison"]["notes"]) for r in runs}
+    assert said == {
+        "before_run": ("error", ["not measured: KeyError: 'no such layer'"]),
+        "exits": ("error", ["not measured: SystemExit: 3"]),
+        "fails": ("error", ["not measured: shapes differ"]),
+        "idle": (
+            "error",
+            [
+                "not measured: test_crash.py::test_idle took the perfgate fixture but measured "
+                "nothing, so nothing was gated; call perfgate.run(step_fn) or "
+                "perfgate.command([...])"
+            ],
+        ),
+        "steady": ("no-baseline", said["steady"][1]),
+        "unprintable": ("error", ["not measured: Unprintable: (its message could not be shown)"]),
+    }
+    summary = (project.path / "perfgate-out" / "summary.md").read_text()
+    assert summary.startswith("### perfgate: 💥 error\n")
 
 
 LOOP = """

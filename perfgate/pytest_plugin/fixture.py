@@ -445,6 +445,32 @@ class Benchmark:
             )
         self._started = True
 
+    def keep_crash(self, exc: BaseException) -> None:
+        """Record that this benchmark's test raised ``exc`` before it was measured, unless
+        that is pytest's way of skipping the test, expecting its failure or ending the
+        session (or the user's Ctrl-C): every other exception, ``SystemExit`` and
+        ``pytest.fail`` included, goes into the reports as an ``error``, so that no summary
+        says pass over it."""
+        outcomes = (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
+        if isinstance(exc, (*outcomes, KeyboardInterrupt)):
+            return
+        # pytest.fail (perfgate's own usage errors too) says all in its message.
+        said = isinstance(exc, (PerfgateError, pytest.fail.Exception))
+        self._keep_failure(_message(exc) if said else _exception_line(exc))
+
+    def expected_to_fail(self) -> None:
+        """The test failed as its ``xfail`` mark expects: like a skipped benchmark, it is in
+        no report (an ``error`` there failed the job's summary over a green pytest)."""
+        from perfgate.gate import holds_measurement
+
+        if self.result is not None and not holds_measurement(self.result.record):
+            self.session.results.remove(self.result)
+            self.result = None
+
+    def keep_unmeasured(self, reason: str) -> None:
+        """Record that the test ended without measuring (``reason``), as an ``error``."""
+        self._keep_failure(reason)
+
     def _keep_failure(self, reason: str) -> None:
         """A benchmark that could not be measured, gated or recorded goes into the reports as
         an ``error`` with the reason (once: a result already kept says more)."""
@@ -491,7 +517,15 @@ def _round_noise(record: RunRecord) -> float | None:
 
 def _exception_line(exc: BaseException) -> str:
     """``ValueError: bad shape`` on one line, at most 300 characters."""
-    return clipped(f"{type(exc).__name__}: {exc}", 300)
+    return clipped(f"{type(exc).__name__}: {_message(exc)}", 300)
+
+
+def _message(exc: BaseException) -> str:
+    """What ``exc`` says, or that it cannot say it (its ``__str__`` raised in turn)."""
+    try:
+        return str(exc)
+    except Exception:
+        return "(its message could not be shown)"
 
 
 def _count(name: str, value: object, default: int, minimum: int) -> int:

@@ -227,15 +227,33 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    result = yield  # a test that raised has said what went wrong
     benchmark = item.stash.get(BENCHMARK_KEY, None)
+    try:
+        result = yield  # a test that raised has said what went wrong
+    except BaseException as exc:
+        # ... but the reports must say it too: a crash before perfgate.run, a SystemExit or
+        # pytest.fail in the step were left out of them, and the summary said pass.
+        if benchmark is not None:
+            benchmark.keep_crash(exc)
+        raise
     if benchmark is not None and not benchmark.measured:
-        raise pytest.fail.Exception(
-            f"perfgate: {item.nodeid} took the perfgate fixture but measured nothing, so "
-            "nothing was gated; call perfgate.run(step_fn) or perfgate.command([...])",
-            pytrace=False,
+        reason = (
+            f"{item.nodeid} took the perfgate fixture but measured nothing, so nothing was "
+            "gated; call perfgate.run(step_fn) or perfgate.command([...])"
         )
+        benchmark.keep_unmeasured(reason)
+        raise pytest.fail.Exception(f"perfgate: {reason}", pytrace=False)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    benchmark = item.stash.get(BENCHMARK_KEY, None)
+    xfailed = report.when == "call" and report.skipped and hasattr(report, "wasxfail")
+    if benchmark is not None and xfailed:  # failed, as an xfail mark expects
+        benchmark.expected_to_fail()
+    return report
 
 
 def _is_benchmark(item: pytest.Item) -> bool:
