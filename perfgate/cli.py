@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -689,6 +690,26 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _refuse_output_over_input(args: argparse.Namespace) -> None:
+    """``-o`` naming a file the command reads (``perfgate report r.json -o r.json``) would
+    replace it with the report: the results file that ``baseline update --from`` reads."""
+    output = getattr(args, "output", None)
+    if output is None or not Path(output).exists():
+        return
+    inputs = [getattr(args, name, None) for name in ("path", "results")]
+    inputs += getattr(args, "sides", None) or []
+    for given_path in inputs:
+        if (
+            given_path is not None
+            and os.path.exists(given_path)
+            and os.path.samefile(given_path, output)
+        ):
+            raise UsageError(
+                f"-o {output} is the file this command reads ({given_path}); write the "
+                "report to another file"
+            )
+
+
 def _write(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
@@ -713,6 +734,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         # Reading progress is for a person at a terminal: never in a JSON document's stream.
+        _refuse_output_over_input(args)
         with show_progress(getattr(args, "format", None) != "json"):
             status: int = args.handler(args)
     except PerfgateError as exc:

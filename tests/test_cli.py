@@ -640,3 +640,26 @@ def test_an_empty_path_or_ref_is_a_usage_error_not_the_current_directory(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert ": is empty (expected " in err and "Traceback" not in err
+
+
+def test_a_report_written_over_the_file_it_reads_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `report r.json --format md -o r.json` replaced the results file (what `baseline update
+    # --from` reads) with Markdown; `compare r.json -o r.json` too.
+    results = tmp_path / "r.json"
+    shutil.copy(DATA / "records" / "host_copy.results.json", results)
+    written = results.read_bytes()
+    for argv in (
+        ["report", str(results), "--format", "md", "-o", str(results)],
+        ["compare", str(results), "-o", str(tmp_path / "." / "r.json")],
+        ["report", str(results), "--format", "html", "-o", str(results)],
+    ):
+        assert main(argv) == 2, argv
+        assert capsys.readouterr().err == (
+            f"perfgate: error: -o {argv[-1]} is the file this command reads ({results}); "
+            "write the report to another file\n"
+        )
+        assert results.read_bytes() == written
+    assert main(["report", str(results), "--format", "md", "-o", str(tmp_path / "r.md")]) == 1
+    assert (tmp_path / "r.md").read_text().startswith("### perfgate")
