@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -846,8 +847,23 @@ def test_session_settings_that_cannot_work_are_usage_errors(
     result = pytester.runpytest_subprocess("--perfgate", "--perfgate-update")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: perfgate: --perfgate-update records the baselines of HEAD, but * is not inside*"]
+        [
+            "ERROR: perfgate: --perfgate-update records the baselines of HEAD, but *: not "
+            "inside a git repository (run perfgate from a git checkout, or `git init` and "
+            "commit first)"
+        ]
     )
+    # A repository without commits was said to be no repository.
+    subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+    result = pytester.runpytest_subprocess("--perfgate", "--perfgate-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: perfgate: --perfgate-update records the baselines of HEAD, but *: the git "
+            "repository has no commits yet (commit first: baselines are keyed by commit)"
+        ]
+    )
+    shutil.rmtree(pytester.path / ".git")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))
     result = pytester.runpytest_subprocess("--perfgate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -137,11 +137,11 @@ class PerfgateSession:
             raise PerfgateError(
                 "--perfgate-ab runs its own processes one at a time: drop -n (pytest-xdist)"
             )
-        session.commit = session._commit_info()
+        session.commit, why_no_commit = session._commit_info()
         if session.update and not session.commit and not session.measure_only:
+            # git's own words: no repository, or one without commits yet.
             raise PerfgateError(
-                f"--perfgate-update records the baselines of HEAD, but {rootdir} is not inside "
-                "a git repository (or git cannot read it)"
+                f"--perfgate-update records the baselines of HEAD, but {why_no_commit}"
             )
         if session.baseline_ref:
             from perfgate.store.git import resolve
@@ -155,15 +155,16 @@ class PerfgateSession:
             )
         return session
 
-    def _commit_info(self) -> dict[str, Any]:
+    def _commit_info(self) -> tuple[dict[str, Any], str]:
+        """HEAD's commit, branch and dirtiness, or nothing and why there is none."""
         from perfgate.gate import store_root
         from perfgate.store.git import current_commit
 
         try:
             info = current_commit(self.rootdir, store=store_root(self.rootdir, self.settings))
-        except PerfgateError:
-            return {}
-        return {"commit": info.sha, "branch": info.branch, "dirty": info.dirty}
+        except PerfgateError as exc:
+            return {}, str(exc)
+        return {"commit": info.sha, "branch": info.branch, "dirty": info.dirty}, ""
 
     def register_name(self, name: str, nodeid: str) -> None:
         """Benchmark names are baseline paths: two tests may not share one."""
