@@ -488,6 +488,19 @@ def validate_results(value: object, where: str) -> ResultsDocument:
                 f"runs[{first_of[key]}] (expected one run of each benchmark on each env)"
             )
         first_of[key] = index
+        # The doors read one or the other (the HTML page the run's, the tables the
+        # comparison's): a file where they differ was edited, and would get two answers.
+        said = getattr(run.get("verdict"), "value", run.get("verdict"))  # an enum, validated
+        judged = (
+            comparison.get("verdict")
+            if isinstance(comparison := run.get("comparison"), dict)
+            else None
+        )
+        if said is not None and judged is not None and said != judged:
+            raise PerfgateError(
+                f"{where}: runs[{index}]: verdict {said!r} differs from its comparison's "
+                f"{judged!r} (expected a results file as perfgate wrote it)"
+            )
         if run.get("commit") is None and document.get("commit"):
             run["commit"] = document["commit"]
     return document

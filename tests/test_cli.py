@@ -663,3 +663,27 @@ def test_a_report_written_over_the_file_it_reads_is_refused(
         assert results.read_bytes() == written
     assert main(["report", str(results), "--format", "md", "-o", str(tmp_path / "r.md")]) == 1
     assert (tmp_path / "r.md").read_text().startswith("### perfgate")
+
+
+def test_a_run_whose_verdict_differs_from_its_comparison_is_refused_by_every_door(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An edited results file: the HTML page (the run's verdict) said pass, exit 0; the
+    # tables (the comparison's) said regression, exit 1.
+    document = json.loads((DATA / "records" / "host_copy.results.json").read_text())
+    document["runs"][0]["verdict"] = "pass"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(document))
+    says = (
+        f"perfgate: error: {edited}: runs[0]: verdict 'pass' differs from its comparison's "
+        "'regression' (expected a results file as perfgate wrote it)\n"
+    )
+    for argv in (
+        ["report", str(edited), "--format", "html", "-o", str(tmp_path / "r.html")],
+        ["report", str(edited), "--format", "md"],
+        ["compare", str(edited)],
+        ["baseline", "update", "--from", str(edited), "--repo", str(tmp_path)],
+    ):
+        assert main(argv) == 2, argv
+        assert capsys.readouterr().err == says, argv
+    assert not (tmp_path / "r.html").exists()
