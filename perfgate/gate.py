@@ -361,4 +361,10 @@ def history_along_main(
         if (point := point_of(f.record, rule.metric, f.candidate.sha, f.candidate.distance))
         is not None
     ]
-    return analyse(points, rule, benchmark=benchmark, env=env)
+    analysed = analyse(points, rule, benchmark=benchmark, env=env)
+    if not points:  # how far was looked: a baseline further back is not "none"
+        analysed.note = (
+            f"no baselines on the main line within the {len(candidates)} commit(s) looked at "
+            f"(--max-depth {depth})"
+        )
+    return analysed

@@ -169,3 +169,20 @@ def test_too_few_baselines_say_so() -> None:
     history = analyse(points, STEP_TIME, benchmark="mlp", env="cpu")
     assert history.change_points == []
     assert history.note == "3 baseline(s): change points need 4 or more"
+
+
+def test_no_baseline_within_the_depth_says_how_far_it_looked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The one baseline is 5 commits back: "no baselines on the main line" was untrue.
+    main_line_repo(tmp_path / "repo", [1000.0, None, None, None, None, None])
+    repo = str(tmp_path / "repo")
+    assert main(["history", "mlp", "--repo", repo, "--max-depth", "2", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (only,) = document["histories"]
+    assert only["note"] == (
+        "no baselines on the main line within the 2 commit(s) looked at (--max-depth 2)"
+    )
+    assert main(["history", "mlp", "--repo", repo, "--format", "json"]) == 0
+    (only,) = json.loads(capsys.readouterr().out)["histories"]
+    assert len(only["points"]) == 1
