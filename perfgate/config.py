@@ -517,9 +517,8 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
     ]
     pyproject = root / "pyproject.toml"
     section = _tool_section(pyproject) if _settings_file(pyproject) else None
-    places = [str(file) for file in files] + (
-        [f"{pyproject} [tool.perfgate]"] * (section is not None)
-    )
+    in_pyproject = f"{pyproject} [tool.perfgate]"
+    places = [str(file) for file in files] + ([in_pyproject] if section is not None else [])
     if len(places) > 1:
         # Reading one, the gate would run without a word on settings other than those the
         # user edits (and an error in the other would never be seen).
@@ -530,7 +529,7 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
     if files:
         return _load_file(files[0])
     if section is not None:
-        return settings_from_mapping(section, places[0])
+        return settings_from_mapping(section, in_pyproject)
     return default_settings()
 
 

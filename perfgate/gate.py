@@ -361,10 +361,8 @@ def history_along_main(
         if (point := point_of(f.record, rule.metric, f.candidate.sha, f.candidate.distance))
         is not None
     ]
-    analysed = analyse(points, rule, benchmark=benchmark, env=env)
-    if not points:  # how far was looked: a baseline further back is not "none"
-        analysed.note = (
-            f"no baselines on the main line within the {len(candidates)} commit(s) looked at "
-            f"(--max-depth {depth})"
-        )
-    return analysed
+    # How far was looked: a baseline further back is not "none".
+    looked_at = f"on the main line within the {len(candidates)} commit(s) looked at"
+    return analyse(
+        points, rule, benchmark=benchmark, env=env, looked_at=f"{looked_at} (--max-depth {depth})"
+    )

@@ -160,8 +160,10 @@ def analyse(
     *,
     benchmark: str,
     env: str,
+    looked_at: str = "on the main line",
 ) -> History:
-    """Segments, change points and creep of ``points`` (oldest first) under ``rule``."""
+    """Segments, change points and creep of ``points`` (oldest first) under ``rule``;
+    ``looked_at``: where the baselines were looked for, for the note when there are none."""
     threshold = rule.threshold
     history = History(
         benchmark=benchmark,
@@ -173,7 +175,7 @@ def analyse(
         points=list(points),
     )
     if not points:
-        history.note = "no baselines on the main line"
+        history.note = f"no baselines {looked_at}"
         return history
     values = np.asarray([p.scaled for p in points], dtype=np.float64)
     noise = series_noise(values)

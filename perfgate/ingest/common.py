@@ -45,26 +45,20 @@ def concat_frames(
         [f.drop(columns=[c for c in categorical if c in f.columns]) for f in kept],
         ignore_index=True,
     )
-    if table.shape[1] == 0:
-        table = pd.DataFrame(index=pd.RangeIndex(sum(len(f) for f in kept)))
     for c in categorical:
-        parts = [f[c].array if c in f.columns else len(f) for f in kept]
+        present = [f[c].array for f in kept if c in f.columns]
         shared = pd.Index(
-            pd.unique(
-                np.concatenate(
-                    [p.categories.to_numpy(object) for p in parts if not isinstance(p, int)]
-                )
-            ),
+            pd.unique(np.concatenate([part.categories.to_numpy(object) for part in present])),
             dtype=object,
         )
         # Code -1 (missing) stays -1: it takes the -1 appended to each mapping; a frame
         # without the column is missing in every row.
         codes = np.concatenate(
             [
-                np.full(p, -1, dtype=np.int64)
-                if isinstance(p, int)
-                else np.append(shared.get_indexer(p.categories), -1)[p.codes]
-                for p in parts
+                np.append(shared.get_indexer(f[c].array.categories), -1)[f[c].array.codes]
+                if c in f.columns
+                else np.full(len(f), -1, dtype=np.int64)
+                for f in kept
             ]
         )
         table[c] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(shared))

@@ -154,12 +154,12 @@ class Benchmark:
 
                 return self._finish(record, clock.laps, more_rounds)
         except PerfgateError as exc:
-            self._keep_failure(str(exc))
+            self.keep_failure(str(exc))
             _fail(f"perfgate: {self.name}: {exc}")
         except Exception as exc:
             # The benchmark's own code raised: pytest shows its traceback; the reports
             # must still say this benchmark was not measured, not leave it out.
-            self._keep_failure(_exception_line(exc))
+            self.keep_failure(_exception_line(exc))
             raise
 
     def _quieting(self) -> tuple[int | None, bool]:
@@ -278,10 +278,10 @@ class Benchmark:
 
             return self._finish(record, clock.laps, more_rounds)
         except PerfgateError as exc:
-            self._keep_failure(str(exc))
+            self.keep_failure(str(exc))
             _fail(f"perfgate: {self.name}: {exc}")
         except Exception as exc:
-            self._keep_failure(_exception_line(exc))
+            self.keep_failure(_exception_line(exc))
             raise
 
     # ------------------------------------------------------------------ verdict
@@ -408,7 +408,7 @@ class Benchmark:
                 [merged], session.settings, session.rootdir, allow_dirty=session.allow_dirty
             )
         except PerfgateError as exc:
-            self._keep_failure(f"its baseline was not recorded: {exc}")
+            self.keep_failure(f"its baseline was not recorded: {exc}")
             _fail(f"perfgate: {exc}")
         return self._keep(BenchmarkResult(record=merged, timings_s=laps, recorded=path))
 
@@ -456,7 +456,7 @@ class Benchmark:
             return
         # pytest.fail (perfgate's own usage errors too) says all in its message.
         said = isinstance(exc, (PerfgateError, pytest.fail.Exception))
-        self._keep_failure(_message(exc) if said else _exception_line(exc))
+        self.keep_failure(_message(exc) if said else _exception_line(exc))
 
     def expected_to_fail(self) -> None:
         """The test failed as its ``xfail`` mark expects: like a skipped benchmark, it is in
@@ -467,11 +467,7 @@ class Benchmark:
             self.session.results.remove(self.result)
             self.result = None
 
-    def keep_unmeasured(self, reason: str) -> None:
-        """Record that the test ended without measuring (``reason``), as an ``error``."""
-        self._keep_failure(reason)
-
-    def _keep_failure(self, reason: str) -> None:
+    def keep_failure(self, reason: str) -> None:
         """A benchmark that could not be measured, gated or recorded goes into the reports as
         an ``error`` with the reason (once: a result already kept says more)."""
         if self.result is not None:

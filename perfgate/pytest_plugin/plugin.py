@@ -241,7 +241,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             f"{item.nodeid} took the perfgate fixture but measured nothing, so nothing was "
             "gated; call perfgate.run(step_fn) or perfgate.command([...])"
         )
-        benchmark.keep_unmeasured(reason)
+        benchmark.keep_failure(reason)
         raise pytest.fail.Exception(f"perfgate: {reason}", pytrace=False)
     return result
 
