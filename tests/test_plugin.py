@@ -525,6 +525,14 @@ def test_shared_b(perfgate):
 @pytest.mark.perfgate(name="")
 def test_empty_name(perfgate):
     perfgate.run(noop, steps=3, warmup=1)
+
+@pytest.mark.perfgate(name="models/resnet")
+def test_path_name(perfgate):
+    perfgate.run(noop, steps=3, warmup=1)
+
+@pytest.mark.perfgate(thresholds={"step_time": {"max_increase": "a lot"}})
+def test_threshold_words(perfgate):
+    perfgate.run(noop, steps=3, warmup=1)
 """
 
 MISUSE_SAYS = {
@@ -571,6 +579,19 @@ MISUSE_SAYS = {
     "place, so give each its own @pytest.mark.perfgate(name=...)",
     "test_empty_name": "perfgate: test_misuse.py::test_empty_name: @pytest.mark.perfgate: name "
     "must be a non-empty string, got ''",
+    "test_path_name": "perfgate: test_misuse.py::test_path_name: @pytest.mark.perfgate: name "
+    "'models/resnet' cannot be used in a baseline path (expected 1 to 128 letters, digits, "
+    "'.', '_' or '-', not starting with '.')",
+    "test_threshold_words": "perfgate: test_misuse.py::test_threshold_words: "
+    "@pytest.mark.perfgate.thresholds.step_time.max_increase: 'a lot' is not a threshold "
+    "(expected e.g. 5% or 2ms or 500us)",
+}
+# Refused before the test ran, each is reported under the name it asked for, else its default.
+REFUSED_AS = {
+    "test_marker_without_fixture": "loop",
+    "test_shared_a": "shared",
+    "test_empty_name": "empty_name",
+    "test_path_name": "path_name",
 }
 
 
@@ -588,7 +609,7 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     # The set and the NaN were a traceback out of pytest_sessionfinish (no results at all);
     # under xdist the set silently dropped the benchmark from the results.
     assert outcomes.get("passed") == 2, result.stdout.str()
-    assert (outcomes.get("failed"), outcomes.get("errors")) == (17, 4)
+    assert (outcomes.get("failed"), outcomes.get("errors")) == (17, 6)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     for test, says in MISUSE_SAYS.items():
@@ -606,16 +627,19 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     assert by_name["marker_warmup_zero"]["parameters"]["warmup"] == 0
     measured = {name for name, run in by_name.items() if run["verdict"] != "error"}
     assert measured == {"marker_warmup_zero", "numpy_parameters", "twice"}
-    # The 16 misused benchmarks were left out of the reports, whose summary said
-    # no-baseline over them: each is an error there, saying what to change.
+    # The misused benchmarks were left out of the reports, whose summary said no-baseline
+    # over them: each is an error there, saying what to change — the 5 refused before their
+    # test ran too (the two tests sharing a name once, under that name).
     errors = {n: r["comparison"]["notes"] for n, r in by_name.items() if r["verdict"] == "error"}
-    assert len(errors) == 16
+    assert len(errors) == 21
     for test, says in MISUSE_SAYS.items():
-        name = test.removeprefix("test_")
-        if name in errors:  # the same words (the stars: object addresses, tails)
-            assert errors[name][0].startswith("not measured: ")
-            words = says.removeprefix("perfgate: ").split("*")
-            assert all(part in errors[name][0] for part in words), errors[name]
+        name = REFUSED_AS.get(test, test.removeprefix("test_"))
+        if name == "twice":  # its first measurement stands; the second failed the test
+            continue
+        # The same words (the stars: object addresses, tails).
+        assert errors[name][0].startswith("not measured: "), name
+        words = says.removeprefix("perfgate: ").split("*")
+        assert all(part in errors[name][0] for part in words), errors[name]
 
 
 CRASHING = """

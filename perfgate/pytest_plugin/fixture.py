@@ -51,7 +51,9 @@ class Benchmark:
             session.register_name(self.name, node.nodeid)
             self.rules = self._rules(options.get("thresholds"))
         except PerfgateError as exc:
-            _fail(f"perfgate: {exc}")
+            problem = f"{node.nodeid}: {exc}"
+            session.keep_refusal(self.name, problem)  # a summary must not pass over it
+            _fail(f"perfgate: {problem}")
         self.result: BenchmarkResult | None = None
         self._started = False
 
@@ -470,28 +472,31 @@ class Benchmark:
     def keep_failure(self, reason: str) -> None:
         """A benchmark that could not be measured, gated or recorded goes into the reports as
         an ``error`` with the reason (once: a result already kept says more)."""
-        if self.result is not None:
-            return
-        commit = self.session.commit.get("commit")
-        comparison = Comparison(
-            benchmark=self.name,
-            verdict=Verdict.ERROR,
-            baseline={"commit": None},
-            current={"commit": commit},
-            notes=[f"not measured: {reason}"],
-        )
-        configured = self.session.settings.baseline.env
-        try:
-            env = measure.env_for(measure.runtime_fingerprint(), configured)
-        except Exception:  # the report of a failure must not fail in turn
-            env = configured if configured != "auto" else "unknown"
-        record: RunRecord = {"benchmark": self.name, "env": env, "samples": {}}
-        self._keep(BenchmarkResult(record=record, comparison=comparison))
+        if self.result is None:
+            self._keep(unmeasured_result(self.session, self.name, reason))
 
     def _keep(self, result: BenchmarkResult) -> BenchmarkResult:
         self.session.results.append(result)
         self.result = result
         return result
+
+
+def unmeasured_result(session: PerfgateSession, name: str, reason: str) -> BenchmarkResult:
+    """The ``error`` result of benchmark ``name``, which was not measured for ``reason``."""
+    comparison = Comparison(
+        benchmark=name,
+        verdict=Verdict.ERROR,
+        baseline={"commit": None},
+        current={"commit": session.commit.get("commit")},
+        notes=[f"not measured: {reason}"],
+    )
+    configured = session.settings.baseline.env
+    try:
+        env = measure.env_for(measure.runtime_fingerprint(), configured)
+    except Exception:  # the report of a failure must not fail in turn
+        env = configured if configured != "auto" else "unknown"
+    record: RunRecord = {"benchmark": name, "env": env, "samples": {}}
+    return BenchmarkResult(record=record, comparison=comparison)
 
 
 def _rounds(record: RunRecord) -> int:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from perfgate.pytest_plugin.session import PerfgateSession
 
 SESSION_KEY: pytest.StashKey[PerfgateSession] = pytest.StashKey()
-PROBLEM_KEY: pytest.StashKey[str] = pytest.StashKey()  # a benchmark declared wrongly
+# A benchmark declared wrongly: the name its error goes into the reports under, and what is wrong.
+PROBLEM_KEY: pytest.StashKey[tuple[str, str]] = pytest.StashKey()
 BENCHMARK_KEY: pytest.StashKey[Benchmark] = pytest.StashKey()
 SKIP_REASON = "perfgate benchmark: run with --perfgate to measure and gate it"
 
@@ -176,27 +177,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # that raised in collection would crash pytest, and every worker collects every test,
     # so each one finds the same clashes.
     named: dict[str, list[pytest.Item]] = {}
+    problems: dict[pytest.Item, str] = {}
     for item in benchmarks:
         problem = marker_problem(item)
         if problem is not None:
-            item.stash[PROBLEM_KEY] = problem
+            problems[item] = problem
             continue
         named.setdefault(item_benchmark_name(item), []).append(item)
+    for item, problem in problems.items():
+        item.stash[PROBLEM_KEY] = (_refused_name(item, set(named)), problem)
     for name, clashing in named.items():
         if len(clashing) < 2:
             continue
         ids = ", ".join(item.nodeid for item in clashing)
         for item in clashing:
             item.stash[PROBLEM_KEY] = (
+                name,
                 f"perfgate: benchmark name {name!r} is used by {len(clashing)} tests ({ids}): "
                 "a name is a baseline's place, so give each its own "
-                "@pytest.mark.perfgate(name=...)"
+                "@pytest.mark.perfgate(name=...)",
             )
+
+
+def _refused_name(item: pytest.Item, taken: set[str]) -> str:
+    """The name under which a wrongly declared benchmark's error is reported: the one it
+    asks for where that is a name, else its test's default; the test's id where another
+    benchmark has that name (a name is one run in the results)."""
+    from perfgate.pytest_plugin.session import benchmark_name, item_benchmark_name
+    from perfgate.store.keys import is_safe_name, safe_name
+
+    marker = item.get_closest_marker("perfgate")
+    asked = marker.kwargs.get("name") if marker is not None else None
+    if isinstance(asked, str) and is_safe_name(asked):
+        name = item_benchmark_name(item)
+    else:
+        callspec = getattr(item, "callspec", None)
+        original = getattr(item, "originalname", item.name)
+        name = benchmark_name(item.nodeid, original, callspec.id if callspec else None)
+    return name if name not in taken else (safe_name(item.nodeid) or name)
 
 
 def marker_problem(item: pytest.Item) -> str | None:
     """What is wrong with how ``item`` is declared as a benchmark, or None."""
     from perfgate.pytest_plugin.fixture import MARKER_KEYS
+    from perfgate.store.keys import MAX_NAME, is_safe_name
 
     marker = item.get_closest_marker("perfgate")
     where = f"perfgate: {item.nodeid}: @pytest.mark.perfgate"
@@ -215,14 +239,24 @@ def marker_problem(item: pytest.Item) -> str | None:
     name = marker.kwargs.get("name")
     if name is not None and (not isinstance(name, str) or not name):
         return f"{where}: name must be a non-empty string, got {name!r}"
+    if name is not None and not is_safe_name(name):
+        return (
+            f"{where}: name {name!r} cannot be used in a baseline path (expected 1 to "
+            f"{MAX_NAME} letters, digits, '.', '_' or '-', not starting with '.')"
+        )
     return None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    problem = item.stash.get(PROBLEM_KEY, None)
-    if problem is not None:
-        raise pytest.fail.Exception(problem, pytrace=False)
+    refused = item.stash.get(PROBLEM_KEY, None)
+    if refused is None:
+        return
+    name, problem = refused
+    session = item.config.stash.get(SESSION_KEY, None)
+    if session is not None:  # in the reports too: a summary must not pass over it
+        session.keep_refusal(name, problem.removeprefix("perfgate: "))
+    raise pytest.fail.Exception(problem, pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -176,6 +176,14 @@ class PerfgateSession:
             )
         self.names[name] = nodeid
 
+    def keep_refusal(self, name: str, reason: str) -> None:
+        """A benchmark refused before its test ran (declared wrongly) goes into the reports as
+        an ``error``; once, however many tests share its problem."""
+        from perfgate.pytest_plugin.fixture import unmeasured_result
+
+        if all(result.record["benchmark"] != name for result in self.results):
+            self.results.append(unmeasured_result(self, name, reason))
+
     def profile_dir(self, name: str) -> Path:
         path = self.out_dir / "profiles" / name
         path.mkdir(parents=True, exist_ok=True)
@@ -288,7 +296,11 @@ class PerfgateSession:
     def merge_partials(self) -> None:
         for path in sorted(self.partial_dir.glob("*.json")) if self.partial_dir.is_dir() else []:
             for run in json.loads(path.read_text(encoding="utf-8")):
-                self.results.append(BenchmarkResult.from_dict(run))
+                result = BenchmarkResult.from_dict(run)
+                # Every worker collects every test and finds the same wrongly declared
+                # benchmarks: the tests of one refused name can run on two workers.
+                if all(result.as_dict() != kept.as_dict() for kept in self.results):
+                    self.results.append(result)
             path.unlink()
         self.results.sort(key=lambda r: r.record["benchmark"])
 
