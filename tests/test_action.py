@@ -30,7 +30,7 @@ import perfgate.action.run_benchmarks as bench_step
 from perfgate.action import ERROR, PASS, REGRESSION, overall_verdict, run_main
 from perfgate.action.comment import MARKER, MAX_BODY, comment_body
 from perfgate.action.commit_baselines import decide, with_token
-from perfgate.action.run_benchmarks import pytest_command
+from perfgate.action.run_benchmarks import STANDARD_CANN_ENVS, cann_script, pytest_command
 from perfgate.sides import load_side
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -941,6 +941,23 @@ def test_a_cann_script_that_does_not_exist_is_an_input_error(tmp_path: Path) -> 
     assert status == 2
     assert "::error::perfgate: cann-env:" in stdout
     assert "does not exist" in stdout
+
+
+def test_cann_env_auto_finds_the_script_of_an_install_as_the_runners_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only /usr/local/Ascend/ascend-toolkit/set_env.sh was looked for; CANN installed as a
+    # non-root user (a self-hosted runner's usual case) puts it under ~/Ascend, and CANN 8.5
+    # under …/Ascend/cann: the benchmarks ran without msprof, and the example was skipped.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert not any(Path(p).is_file() for p in STANDARD_CANN_ENVS if p.startswith("/"))
+    assert cann_script("auto") is None
+    for place in ("cann", "ascend-toolkit"):  # the toolkit's is first
+        script = tmp_path / "Ascend" / place / "set_env.sh"
+        script.parent.mkdir(parents=True)
+        script.write_text("export ASCEND_TOOLKIT_HOME=/opt/cann\n")
+        assert cann_script("auto") == script
+    assert cann_script("none") is None
 
 
 def test_a_bug_in_a_step_is_one_error_annotation_and_status_2_not_a_bare_traceback(

@@ -18,7 +18,7 @@ import pytest
 
 from perfgate.analysis.metrics import analyze
 from perfgate.errors import ProfileError
-from perfgate.ingest import msprof
+from perfgate.ingest import load_profile, msprof
 from perfgate.ingest.msprof import ExportFile, newest_export, parse_export_name
 from perfgate.model import EPOCH_ORIGIN_US, Profile
 
@@ -306,6 +306,32 @@ def test_folders_without_summary_csvs_are_not_msprof(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="holds no op_summary") as error:
         msprof.read(tmp_path / "PROF_000003_db")
     assert "mindstudio_profiler_output" in str(error.value)
+
+
+def test_a_collection_never_exported_says_how_to_export_it(tmp_path: Path) -> None:
+    # What msprof leaves when its automatic export failed: raw data, no summary folder.
+    prof = tmp_path / "PROF_000001_20261207021457377_MFFTAYJCYCAKYTVE"
+    for raw in ("device_0/data/ts_track.data.0.slice_0", "host/data/api_event.data.0.slice_0"):
+        (prof / raw).parent.mkdir(parents=True)
+        (prof / raw).write_bytes(b"\x00" * 64)
+    with pytest.raises(ProfileError) as error:
+        load_profile(prof)
+    # It was "not a profile layout perfgate knows", with the list of every layout.
+    assert str(error.value) == (
+        f"{prof}: msprof collected data (device_N/, host/) but never exported it (expected an "
+        f"export: run `msprof --export=on --output={prof}`, then read it again)"
+    )
+    shutil.copytree(prof, tmp_path / "PROF_000002_20261207021501000_ABCDEFGHIJKLMNOP")
+    with pytest.raises(ProfileError) as error:
+        load_profile(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path}: msprof collected data in {prof.name}, PROF_000002_20261207021501000_"
+        "ABCDEFGHIJKLMNOP (device_N/, host/) but never exported it (expected an export: run "
+        f"`msprof --export=on --output={prof}` for each PROF_* directory, then read it again)"
+    )
+    # An exported collection beside it is read as before.
+    copy_prof(tmp_path / PROF.name)
+    assert load_profile(tmp_path).source == "msprof"
 
 
 def test_a_truncated_op_summary_names_file_and_column(tmp_path: Path) -> None:

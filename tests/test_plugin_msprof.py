@@ -107,6 +107,30 @@ def test_without_msprof_on_path_the_benchmark_fails_saying_how_to_fix_it(
     ascend_runner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin")
+    kept = ascend_runner.path / "perfgate-out" / "profiles" / "train"
     result = ascend_runner.runpytest_subprocess("--perfgate", "--perfgate-profiler=msprof")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*msprof not found on PATH*set_env.sh*"])
+    # Said before the timed rounds (5 runs of a training script can take minutes): the
+    # script never ran, so it marked no steps.
+    assert not list(kept.rglob("*.jsonl")), sorted(kept.rglob("*"))
+
+    # On a runner with NPUs, `auto` measured step times alone when msprof was missing (the
+    # CANN environment not sourced): incomparable with the msprof baseline, and a pass.
+    result = ascend_runner.runpytest_subprocess("--perfgate")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*msprof not found on PATH*set_env.sh*; this runner has Ascend NPUs, so perfgate "
+            "will not measure step times alone in silence (--perfgate-profiler=none asks for "
+            "that)*"
+        ]
+    )
+    [run] = json.loads((ascend_runner.path / "perfgate-out" / "results.json").read_text())["runs"]
+    assert run["verdict"] == "error"
+    # Without NPUs (a CPU runner), `auto` is step time only, as before.
+    monkeypatch.setenv("PERFGATE_DEV_ROOT", str(ascend_runner.path / "no-devices"))
+    result = ascend_runner.runpytest_subprocess("--perfgate")
+    result.assert_outcomes(passed=1)
+    [run] = json.loads((ascend_runner.path / "perfgate-out" / "results.json").read_text())["runs"]
+    assert run["parameters"]["profiler"] == "none"

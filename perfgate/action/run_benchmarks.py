@@ -46,19 +46,28 @@ from perfgate.action.merge_results import merge_files
 from perfgate.report import markdown as md
 from perfgate.verdict import Verdict
 
-STANDARD_CANN_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+# Where CANN's installers put the environment script: as root, then as the installing user
+# (a self-hosted runner's usual case); the toolkit layout of CANN 8.0, then the cann/ of 8.5.
+STANDARD_CANN_ENVS = (
+    "/usr/local/Ascend/ascend-toolkit/set_env.sh",
+    "/usr/local/Ascend/cann/set_env.sh",
+    "~/Ascend/ascend-toolkit/set_env.sh",
+    "~/Ascend/cann/set_env.sh",
+)
 HTML_REPORT = "report.html"  # in the output directory, uploaded with the artifact
 # The exit-code output when pytest was not started (not one of pytest's own codes).
 PYTEST_NOT_RUN = -1
 
 
-def cann_script(value: str, standard: str = STANDARD_CANN_ENV) -> Path | None:
-    """The CANN environment script to source: ``auto`` is the standard one when present,
-    ``none`` (or empty) is none, anything else is a path that must exist."""
+def cann_script(value: str, standard: Sequence[str] = STANDARD_CANN_ENVS) -> Path | None:
+    """The CANN environment script to source: ``auto`` is the first of the standard places
+    that holds one (none there: none), ``none`` (or empty) is none, anything else is a path
+    that must exist."""
     if value in ("", "none"):
         return None
     if value == "auto":
-        return Path(standard) if Path(standard).is_file() else None
+        found = (Path(p).expanduser() for p in standard)
+        return next((path for path in found if path.is_file()), None)
     path = Path(value)
     if not path.is_file():
         raise ActionError(f"cann-env: {value} does not exist (use 'auto' or 'none')")

@@ -71,6 +71,18 @@ def detect_reader(path: Path) -> Reader:
     for reader in readers():
         if reader.detect(path):
             return reader
+    from perfgate.ingest.msprof import unexported_collections
+
+    raw = unexported_collections(path)
+    if raw:  # msprof's automatic export failed, or was left for later
+        where = "" if raw == [path] else f" in {', '.join(p.name for p in raw)}"
+        raise ProfileError(
+            path,
+            f"msprof collected data{where} (device_N/, host/) but never exported it",
+            expected=f"an export: run `msprof --export=on --output={raw[0]}`"
+            + (" for each PROF_* directory" if len(raw) > 1 else "")
+            + ", then read it again",
+        )
     raise ProfileError(path, "not a profile layout perfgate knows", expected=EXPECTED_LAYOUTS)
 
 

@@ -165,6 +165,21 @@ def detect(path: Path) -> bool:
     return any(_has_task_files(folder) for folder, _ in _export_folders(path))
 
 
+def unexported_collections(path: Path) -> list[Path]:
+    """The ``PROF_*`` directories at or right under ``path`` that hold msprof's raw data
+    (``device_N/``, ``host/``) and no export of it: the profile was collected, not exported."""
+    if not path.is_dir():
+        return []
+    profs = [path] if path.name.startswith("PROF_") else []
+    profs += sorted(p for p in _dirs(path) if p.name.startswith("PROF_"))
+    return [
+        prof
+        for prof in profs
+        if not _prof_folders(prof)
+        and any(_DEVICE_DIR.match(d.name) or d.name == "host" for d in _dirs(prof))
+    ]
+
+
 def _has_task_files(folder: Path) -> bool:
     return any(
         (e := parse_export_name(p)) is not None and e.kind in _TASK_KINDS for p in _files(folder)

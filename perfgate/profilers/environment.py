@@ -50,10 +50,11 @@ FINGERPRINT_KEYS = (
     "driver",
 )
 
-MSPROF_NOT_FOUND = (
-    "msprof not found on PATH: source the CANN environment first, e.g. "
-    "`source /usr/local/Ascend/ascend-toolkit/set_env.sh` (or set the action's cann-env input)"
+CANN_NOT_SET_UP = (
+    "source the CANN environment first, e.g. `source "
+    "/usr/local/Ascend/ascend-toolkit/set_env.sh` (or set the action's cann-env input)"
 )
+MSPROF_NOT_FOUND = f"msprof not found on PATH: {CANN_NOT_SET_UP}"
 # The device files a container needs besides the NPUs themselves (Ascend container guides).
 CONTAINER_DEVICES = "--device /dev/davinci0 --device /dev/davinci_manager " + (
     "--device /dev/devmm_svm --device /dev/hisi_hdc"
@@ -249,12 +250,9 @@ def check_msprof_environment(env: Mapping[str, str] | None = None) -> str:
     msprof = shutil.which("msprof", path=env.get("PATH"))
     if msprof is None:
         raise PerfgateError(MSPROF_NOT_FOUND)
-    root = Path(env.get(DEV_ROOT_ENV) or DEFAULT_DEV_ROOT)
-    devices = sorted(
-        (p for p in _list_dir(root) if _DAVINCI.match(p.name)),
-        key=lambda p: int(p.name[len("davinci") :]),
-    )
+    devices = ascend_devices(env)
     if not devices:
+        root = Path(env.get(DEV_ROOT_ENV) or DEFAULT_DEV_ROOT)
         raise PerfgateError(
             f"no NPU device: {root}/davinci<N> does not exist; the runner needs the NPU "
             f"devices mapped into it (containers: {CONTAINER_DEVICES} …)"
@@ -269,6 +267,17 @@ def check_msprof_environment(env: Mapping[str, str] | None = None) -> str:
             )
     _check_npu_smi(env)
     return msprof
+
+
+def ascend_devices(env: Mapping[str, str] | None = None) -> list[Path]:
+    """The NPU device files ``davinci<N>`` under the device root (``PERFGATE_DEV_ROOT``,
+    default ``/dev``), in order of N."""
+    env = os.environ if env is None else env
+    root = Path(env.get(DEV_ROOT_ENV) or DEFAULT_DEV_ROOT)
+    return sorted(
+        (p for p in _list_dir(root) if _DAVINCI.match(p.name)),
+        key=lambda p: int(p.name[len("davinci") :]),
+    )
 
 
 def _list_dir(root: Path) -> list[Path]:
@@ -311,8 +320,10 @@ def _check_npu_smi(env: Mapping[str, str]) -> None:
 
 
 __all__ = [
+    "CANN_NOT_SET_UP",
     "FINGERPRINT_KEYS",
     "MSPROF_NOT_FOUND",
+    "ascend_devices",
     "cann_version",
     "check_msprof_environment",
     "cpu_model",

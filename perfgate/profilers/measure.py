@@ -18,6 +18,7 @@ from typing import Any
 
 from perfgate.errors import PerfgateError
 from perfgate.model import Profile
+from perfgate.profilers.environment import CANN_NOT_SET_UP, MSPROF_NOT_FOUND, ascend_devices
 from perfgate.records import RunRecord, validate_run
 from perfgate.rules import AdvisorSettings
 from perfgate.store.keys import env_key
@@ -43,7 +44,13 @@ class PhaseClock:
 
 
 def resolve_in_process_profiler(choice: str) -> str:
-    """``auto`` → ``torch_npu`` on an NPU, ``torch`` where torch imports, else ``none``."""
+    """``auto`` → ``torch_npu`` on an NPU, ``torch`` where torch imports, else ``none``.
+
+    Raises:
+        PerfgateError: the profiler asked for is not installed, or torch_npu is installed
+            but does not import (a CANN environment not set up): measuring on the CPU then
+            would land the run under another runner key, to pass without a baseline.
+    """
     if choice == "msprof":
         raise PerfgateError(
             "msprof profiles a whole process: use perfgate.command([...]) for msprof "
@@ -62,11 +69,24 @@ def resolve_in_process_profiler(choice: str) -> str:
     return "none"
 
 
-def resolve_command_profiler(choice: str, path: str | None) -> str:
-    """``auto`` → ``msprof`` when it is on ``path``, else ``none``; in-process profilers
-    cannot profile a command."""
+def resolve_command_profiler(choice: str, env: Mapping[str, str]) -> str:
+    """``auto`` → ``msprof`` when it is on ``env``'s ``PATH``, else ``none``; in-process
+    profilers cannot profile a command.
+
+    Raises:
+        PerfgateError: ``auto`` on a runner with Ascend NPUs but no msprof (the CANN
+            environment not sourced): a run of step times alone would pass as incomparable
+            with its msprof baseline.
+    """
     if choice == "auto":
-        return "msprof" if shutil.which("msprof", path=path) else "none"
+        if shutil.which("msprof", path=env.get("PATH")):
+            return "msprof"
+        if ascend_devices(env):
+            raise PerfgateError(
+                f"{MSPROF_NOT_FOUND}; this runner has Ascend NPUs, so perfgate will not "
+                "measure step times alone in silence (--perfgate-profiler=none asks for that)"
+            )
+        return "none"
     if choice not in ("msprof", "none"):
         raise PerfgateError(
             f"--perfgate-profiler={choice} profiles steps in this process; a "
@@ -77,10 +97,21 @@ def resolve_command_profiler(choice: str, path: str | None) -> str:
 
 
 def _npu_available() -> bool:
+    """Whether torch_npu (installed) drives an NPU here.
+
+    Raises:
+        PerfgateError: torch_npu is installed but fails to import.
+    """
     try:
         import torch
         import torch_npu  # noqa: F401
-
+    except Exception as exc:  # installed (find_spec found it) yet broken
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PerfgateError(
+            f"torch_npu is installed but does not import ({said}): {CANN_NOT_SET_UP}; "
+            "or --perfgate-profiler=torch to measure without it"
+        ) from None
+    try:
         return bool(getattr(torch, "npu").is_available())  # noqa: B009 - added by torch_npu
     except Exception:  # an NPU stack that fails to initialise is "no NPU" here
         return False

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
+from perfgate.profilers.environment import CANN_NOT_SET_UP
 from perfgate.profilers.quiet import quiet_profiler
 
 
@@ -24,25 +25,45 @@ def record_ascend_profile(
     the ``*_ascend_pt`` directory torch_npu wrote under ``out_dir``."""
     try:
         import torch_npu
-    except ImportError:
+    except ImportError as exc:
+        if exc.name == "torch_npu":
+            raise PerfgateError(
+                "--perfgate-profiler=torch_npu needs torch_npu (Ascend Extension for PyTorch), "
+                "which is not installed"
+            ) from None
         raise PerfgateError(
-            "--perfgate-profiler=torch_npu needs torch_npu (Ascend Extension for PyTorch)"
+            f"torch_npu is installed but does not import ({exc}): {CANN_NOT_SET_UP}"
         ) from None
     profiler: Any = torch_npu.profiler
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.glob("*_ascend_pt"))
-    experimental = profiler._ExperimentalConfig(
-        export_type=profiler.ExportType.Text,
-        profiler_level=profiler.ProfilerLevel.Level1,
-        aic_metrics=profiler.AiCMetrics.PipeUtilization,
-    )
+    try:
+        options = {
+            "profiler_level": profiler.ProfilerLevel.Level1,
+            "aic_metrics": profiler.AiCMetrics.PipeUtilization,
+        }
+        # torch_npu before ExportType (CANN 7.0 and older) writes the text export only.
+        if hasattr(profiler, "ExportType"):
+            options["export_type"] = profiler.ExportType.Text
+        experimental = profiler._ExperimentalConfig(**options)
+        activities = [profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU]
+        schedule = profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1)
+        on_trace_ready = profiler.tensorboard_trace_handler(str(out))
+    except (AttributeError, TypeError) as exc:
+        version = getattr(torch_npu, "__version__", "of unknown version")
+        raise PerfgateError(
+            f"torch_npu {version}: its profiler lacks what perfgate uses ({exc}); perfgate "
+            "needs torch_npu.profiler with _ExperimentalConfig(profiler_level, aic_metrics), "
+            "schedule and tensorboard_trace_handler; upgrade torch_npu, or measure with "
+            "--perfgate-profiler=torch"
+        ) from None
     with (
         quiet_profiler(),
         profiler.profile(
-            activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU],
-            schedule=profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-            on_trace_ready=profiler.tensorboard_trace_handler(str(out)),
+            activities=activities,
+            schedule=schedule,
+            on_trace_ready=on_trace_ready,
             record_shapes=True,
             experimental_config=experimental,
         ) as prof,

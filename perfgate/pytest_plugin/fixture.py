@@ -18,6 +18,7 @@ import pytest
 from perfgate.analysis.compare import Comparison, Look
 from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
 from perfgate.profilers import measure, runner
+from perfgate.profilers.environment import check_msprof_environment
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
 from perfgate.records import MAX_SAMPLES, RunRecord, encodes_as_utf8, merge_processes
 from perfgate.report.results import BenchmarkResult
@@ -239,9 +240,9 @@ class Benchmark:
         stats = self.rules.statistics
         clock = measure.PhaseClock()
         try:
-            profiler = measure.resolve_command_profiler(
-                self.session.profiler, child_env.get("PATH")
-            )
+            profiler = measure.resolve_command_profiler(self.session.profiler, child_env)
+            if profiler == "msprof":  # before the timed rounds, which can take minutes
+                check_msprof_environment(child_env)
             pinning = runner.Pinning(threads=None, cpus=None)
             meter = runner.LoadMeter()
             meter.start()
