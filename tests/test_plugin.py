@@ -406,6 +406,42 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
     unknown.stderr.fnmatch_lines(["*perfgate:*nosuchref*"])
 
 
+def test_stored_baselines_that_git_cannot_look_up_fail_the_benchmark(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Any failure of git (no git on the runner, a checkout without .git, git refusing a
+    # checkout owned by another user) read as "no-baseline": a pass over a 6× slower step.
+    _quick_benchmark(project)
+    run = ("--perfgate", "--perfgate-profiler=none", "test_quick.py")
+    project.runpytest_subprocess(*run, "--perfgate-update").assert_outcomes(passed=1)
+    _commit_all(project.path, "perfgate: baselines")
+    (project.path / ".git").rename(project.path / "git-kept")
+    result = project.runpytest_subprocess(*run)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*loop*ERROR*",
+            f"loop: error: 1 baseline(s) of loop are stored, but none can be looked up: "
+            f"{project.path}: not inside a git repository (run perfgate from a git checkout, "
+            "or `git init` and commit first)",
+        ]
+    )
+    (project.path / "git-kept").rename(project.path / ".git")
+    monkeypatch.setenv("GIT_PYTHON_GIT_EXECUTABLE", str(project.path / "no-git"))
+    result = project.runpytest_subprocess(*run)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["loop: error: 1 baseline(s) of loop are stored, but none can be looked up: cannot run*"]
+    )
+    # With nothing stored there is nothing to miss: no-baseline, saying why.
+    shutil.rmtree(project.path / "baselines")
+    result = project.runpytest_subprocess(*run)
+    result.assert_outcomes(passed=1)
+    [run_] = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
+    assert run_["verdict"] == "no-baseline"
+    assert run_["comparison"]["notes"][0].startswith("no baseline lookup: cannot run git")
+
+
 def test_a_damaged_baseline_fails_the_benchmark_and_is_no_missing_one(
     project: pytest.Pytester,
 ) -> None:

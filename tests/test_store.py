@@ -256,6 +256,25 @@ def test_a_shallow_pr_clone_without_the_merge_base_starts_at_head(
 # The current commit and refs
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+def test_a_repository_git_refuses_to_read_is_not_one_without_commits(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "checkout")
+    repo.write("model.py", "x = 1\n")
+    repo.commit("model")
+    if repo.repo.git.config("--get-all", "safe.directory", with_exceptions=False):
+        pytest.skip("git is told to trust other users' repositories (safe.directory)")
+    for path in [repo.path, *repo.path.rglob("*")]:
+        os.chown(path, 1234, 1234, follow_symlinks=False)  # a checkout of another user
+    with pytest.raises(PerfgateError) as caught:
+        current_commit(repo.path)
+    # It said "the git repository has no commits yet (commit first …)".
+    assert str(caught.value).startswith(
+        f"{repo.path}: git cannot read the repository: fatal: detected dubious ownership in "
+        f"repository at '{repo.path}'"
+    )
+    assert f"git config --global --add safe.directory {repo.path}" in str(caught.value)
+
+
 def test_current_commit_reports_sha_branch_and_commit_time(hist: History) -> None:
     assert current_commit(hist.path) == CommitInfo(
         sha=hist.sha["M"], branch="main", dirty=False, time="2024-01-09T12:00:00+02:00"

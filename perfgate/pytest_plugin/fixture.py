@@ -326,7 +326,8 @@ class Benchmark:
         look again, spending α over the looks (Lan–DeMets, Pocock type). Returns the last
         comparison and the look it was."""
         from perfgate.analysis.statistics import spending_pocock
-        from perfgate.gate import StoreLookup, gate_against_store
+        from perfgate.gate import StoreLookup, gate_against_store, store_root
+        from perfgate.store.baselines import stored_baselines
 
         session = self.session
         stats = self.rules.statistics
@@ -368,12 +369,21 @@ class Benchmark:
                 )
                 return damaged, look
             except PerfgateError as exc:
+                # Without git the baselines cannot be told apart by commit. Where some are
+                # stored, passing as no-baseline would let every change through unjudged
+                # (git refusing the checkout's owner, no git on the runner, no .git at all).
+                stored = stored_baselines(store_root(session.rootdir, session.settings), self.name)
                 unfound = Comparison(
                     benchmark=self.name,
-                    verdict=Verdict.NO_BASELINE,
+                    verdict=Verdict.ERROR if stored else Verdict.NO_BASELINE,
                     baseline={"commit": None},
                     current={"commit": record.get("commit")},
-                    notes=[f"no baseline lookup: {exc}"],
+                    notes=[
+                        f"{stored} baseline(s) of {self.name} are stored, but none can be "
+                        f"looked up: {exc}"
+                        if stored
+                        else f"no baseline lookup: {exc}"
+                    ],
                 )
                 return unfound, look
             if final or not comparison.inconclusive:

@@ -231,6 +231,17 @@ def stored_envs(root: Path, benchmark: str) -> list[str]:
     )
 
 
+def stored_baselines(root: Path, benchmark: str) -> int:
+    """How many baseline files of ``benchmark`` the store holds, on every env (directory
+    listings only); 0 where the store cannot be listed either."""
+    try:
+        return sum(
+            len(stored_commits(root, benchmark, env)) for env in stored_envs(root, benchmark)
+        )
+    except PerfgateError:
+        return 0
+
+
 def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
     """(key, path) of the entries of ``directory`` that fit the store's layout: baseline
     files named by a full sha (``files``), or directories with a safe name."""

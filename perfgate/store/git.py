@@ -83,12 +83,29 @@ def _open(repo_dir: Path) -> Any:
             "(run perfgate from a git checkout, or `git init` and commit first)"
         ) from exc
     if not repo.head.is_valid():
+        refused = _git_refusal(repo)
         repo.close()
+        if refused:  # e.g. "detected dubious ownership": the commits are there
+            raise PerfgateError(f"{repo_dir}: git cannot read the repository: {refused}")
         raise PerfgateError(
             f"{repo_dir}: the git repository has no commits yet (commit first: baselines are "
             "keyed by commit)"
         )
     return repo
+
+
+def _git_refusal(repo: Any) -> str | None:
+    """git's own words when it refuses to read ``repo`` (an owner other than the user, a
+    damaged repository …); None when HEAD is only unborn (no commits yet)."""
+    git = _git_module()
+    try:
+        repo.git.rev_parse("--verify", "--quiet", "HEAD")
+    except git.GitCommandError as exc:
+        said = " ".join(str(exc.stderr or "").replace("stderr:", "").split()).strip(" '")
+        return said or None  # --quiet: an unborn HEAD says nothing
+    except OSError as exc:
+        return f"cannot run git ({exc.strerror or exc})"
+    return None
 
 
 def _rev_parse(repo: Any, ref: str) -> str | None:
