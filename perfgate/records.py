@@ -265,6 +265,14 @@ class ResultsRun(RunRecord):
 
 
 @with_config(_OPEN)
+class FailedTest(TypedDict):
+    """A test (or a collection) pytest failed for another reason than a benchmark's verdict."""
+
+    test: str
+    when: str  # collect, setup, call or teardown
+
+
+@with_config(_OPEN)
 class ResultsDocument(TypedDict):
     """What ``pytest --perfgate`` writes (``--perfgate-json``)."""
 
@@ -274,6 +282,9 @@ class ResultsDocument(TypedDict):
     branch: NotRequired[str | None]
     dirty: NotRequired[bool | None]
     created: NotRequired[str | None]
+    # Since perfgate 0.1 (optional: older files lack them): see docs/json.md.
+    strict: NotRequired[bool]
+    failed_elsewhere: NotRequired[list[FailedTest]]
     runs: list[ResultsRun]
 
 

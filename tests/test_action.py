@@ -568,6 +568,18 @@ def test_overall_verdict_from_exit_code_and_run_verdicts(
     assert overall_verdict(runs, exit_code) == expected
 
 
+def test_tests_failed_outside_the_gate_make_the_verdict_an_error_even_over_a_regression() -> None:
+    runs = [{"verdict": "regression"}, {"verdict": "no-baseline"}]
+    broken = [{"test": "test_io.py::test_parser", "when": "call"}]
+    assert overall_verdict(runs, 1, failed_elsewhere=broken) == ERROR  # was regression
+    assert overall_verdict(runs, 1, failed_elsewhere=[]) == REGRESSION
+    assert overall_verdict(runs, 1) == REGRESSION  # a file that does not say: as before
+    # --perfgate-strict failed the no-baseline test: its own verdict, not a broken test.
+    undecided = [{"verdict": "no-baseline"}]
+    assert overall_verdict(undecided, 1, strict=True, failed_elsewhere=[]) == REGRESSION
+    assert overall_verdict(undecided, 1, failed_elsewhere=[]) == ERROR
+
+
 def test_pytest_command_splits_arguments_like_a_shell_and_sources_cann_first(
     tmp_path: Path,
 ) -> None:
@@ -1694,6 +1706,79 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
     assert pr.outputs()["verdict"] == "regression", pr.summary.read_text() + bench.stdout
     assert "step_time" in pr.summary.read_text()
     assert pr.call(gate_step.main, checkout, PERFGATE_VERDICT="regression")[0] == 1
+
+
+def test_a_regression_hides_no_broken_test_and_strict_still_records_on_main(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip(
+        "perfgate.pytest_plugin.plugin", reason="the pytest plugin is not installed"
+    )
+    remote, checkout = make_remote(tmp_path)
+    (checkout / "test_bench.py").write_text(
+        "import os, time\n"
+        "import pytest\n\n"
+        "def test_loop(perfgate):\n"
+        "    delay = float(os.environ.get('DELAY', '0.002'))\n"
+        "    perfgate.run(lambda: time.sleep(delay), steps=20, warmup=2)\n\n"
+        "@pytest.mark.xfail('DELAY' in os.environ, reason='a known slow path')\n"
+        "def test_known(perfgate):\n"
+        "    delay = float(os.environ.get('DELAY', '0.002'))\n"
+        "    perfgate.run(lambda: time.sleep(delay), steps=20, warmup=2)\n\n"
+        "def test_parser():\n"
+        "    assert os.environ.get('PARSER_BROKEN') is None, 'the parser is broken'\n"
+    )
+    git(checkout, "add", "test_bench.py")
+    git(checkout, "commit", "--quiet", "-m", "A benchmark")
+    git(checkout, "push", "--quiet", "origin", "HEAD:main")
+    measured = git(checkout, "rev-parse", "HEAD")
+    args = "--perfgate --perfgate-profiler=none -p no:cacheprovider test_bench.py"
+
+    # --perfgate-strict fails no-baseline: pytest exit 1 read as "failed tests, no
+    # regression", an error, so the first baseline was never recorded, push after push.
+    push = Runner(tmp_path / "push", "push", push_event(measured), "refs/heads/main")
+    bench = push.step(
+        "run_benchmarks",
+        checkout,
+        PERFGATE_PYTEST_ARGS=f"{args} --perfgate-strict",
+        PERFGATE_CANN_ENV="none",
+    )
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    outputs = push.outputs()
+    assert (outputs["verdict"], outputs["exit-code"]) == ("regression", "1"), bench.stdout
+    recorded = push.step(
+        "commit_baselines",
+        checkout,
+        PERFGATE_VERDICT=outputs["verdict"],
+        PERFGATE_RESULTS_PATH=outputs["results-path"],
+    )
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert git(remote, "log", "-1", "--format=%s", "main") == f"perfgate: baselines for {measured}"
+
+    git(checkout, "pull", "--quiet", "--rebase", "origin", "main")
+    pr = Runner(tmp_path / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
+    bench = pr.step(
+        "run_benchmarks",
+        checkout,
+        PERFGATE_PYTEST_ARGS=args,
+        PERFGATE_CANN_ENV="none",
+        DELAY="0.008",
+        PARSER_BROKEN="1",
+    )
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    # The regression was the verdict, and with fail-on-regression false the job was green
+    # over a failed test; the xfail benchmark's regression (pytest: xfailed) was reported.
+    assert pr.outputs()["verdict"] == "error", bench.stdout
+    results = json.loads(Path(pr.outputs()["results-path"]).read_text())
+    assert [(r["benchmark"], r["verdict"]) for r in results["runs"]] == [("loop", "regression")]
+    assert results["failed_elsewhere"] == [{"test": "test_bench.py::test_parser", "when": "call"}]
+    said = "pytest failed 1 test(s) for other reasons than a verdict: `test_bench.py::test_parser`"
+    assert said in bench.stdout
+    # The comment's body and the artifact are summary.md: they said only the table.
+    summary = Path(pr.outputs()["summary-path"]).read_text()
+    assert summary.startswith("> [!CAUTION]\n> **perfgate could not gate this run**: " + said)
+    assert pr.summary.read_text() == summary
+    assert pr.call(gate_step.main, checkout, PERFGATE_VERDICT="error")[0] == 1
 
 
 def test_ab_mode_on_a_pull_request_measures_against_the_merge_base(

@@ -678,6 +678,55 @@ def test_careless_benchmarks_fail_saying_what_to_change(
         assert all(part in errors[name][0] for part in words), errors[name]
 
 
+FAILING_ELSEWHERE = """
+import pytest
+
+@pytest.fixture
+def leaky():
+    yield
+    raise RuntimeError("left a file open")
+
+def test_gated(perfgate):
+    perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+
+def test_checked_after(perfgate):
+    perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+    assert False, "the output is wrong"
+
+def test_teardown(perfgate, leaky):
+    perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+
+def test_plain():
+    assert 1 + 1 == 3
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_the_results_say_which_tests_failed_for_other_reasons_than_a_verdict(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    project.makepyfile(test_elsewhere=FAILING_ELSEWHERE)
+    run = ("--perfgate", "--perfgate-profiler=none", *workers, "test_elsewhere.py")
+    result = project.runpytest_subprocess(*run)
+    result.assert_outcomes(passed=2, failed=2, errors=1)
+    document = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    assert document["strict"] is False
+    # The reports held only verdicts (no-baseline), and the Action's verdict over them read
+    # a regression elsewhere as the whole story.
+    assert sorted(document["failed_elsewhere"], key=lambda f: f["test"]) == [
+        {"test": "test_elsewhere.py::test_checked_after", "when": "call"},
+        {"test": "test_elsewhere.py::test_plain", "when": "call"},
+        {"test": "test_elsewhere.py::test_teardown", "when": "teardown"},
+    ]
+    # --perfgate-strict fails a benchmark without baseline: that failure is its verdict's.
+    result = project.runpytest_subprocess(*run, "--perfgate-strict", "-k", "gated")
+    result.assert_outcomes(failed=1)
+    document = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    assert (document["strict"], document["failed_elsewhere"]) == (True, [])
+
+
 CRASHING = """
 def test_steady(perfgate):
     perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)

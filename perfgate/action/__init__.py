@@ -14,7 +14,7 @@ import subprocess
 import sys
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,15 +188,20 @@ def pull_request_number(event: Mapping[str, Any]) -> int | None:
 
 
 def overall_verdict(
-    runs: Iterable[Mapping[str, Any]] | None, exit_code: int, *, strict: bool = False
+    runs: Iterable[Mapping[str, Any]] | None,
+    exit_code: int,
+    *,
+    strict: bool = False,
+    failed_elsewhere: Sequence[object] | None = None,
 ) -> str:
     """One verdict for the job from pytest's exit code and the results' run verdicts.
 
     ``error`` when the run did not complete (an exit code other than 0 or 1, no results or
-    results of no run, a run whose verdict is ``error`` or unknown, or exit 1 with no
-    failing verdict to explain it); else ``regression`` when a run's verdict fails the
-    build (:func:`perfgate.verdict.fails`: a regression, or with ``strict`` an undecided
-    verdict); else ``pass``.
+    results of no run, a run whose verdict is ``error`` or unknown, tests that pytest
+    failed for other reasons than a verdict — ``failed_elsewhere``, from the results file;
+    None for a file that does not say —, or exit 1 with no failing verdict to explain it);
+    else ``regression`` when a run's verdict fails the build (:func:`perfgate.verdict.fails`:
+    a regression, or with ``strict`` an undecided verdict); else ``pass``.
     """
     if runs is None or exit_code not in (PYTEST_OK, PYTEST_FAILED):
         return ERROR
@@ -207,6 +212,8 @@ def overall_verdict(
     if not verdicts:
         return ERROR  # nothing was measured: a gate that judged nothing must not pass
     if Verdict.ERROR in verdicts:
+        return ERROR
+    if failed_elsewhere:  # a regression must not hide a broken test behind it
         return ERROR
     if any(fails(v, strict) for v in verdicts):
         return REGRESSION

@@ -59,6 +59,13 @@ def merge(documents: Sequence[tuple[Path, ResultsDocument]]) -> dict[str, Any]:
         "branch": next((doc["branch"] for _, doc in documents if doc.get("branch")), None),
         "dirty": any(bool(doc.get("dirty")) for _, doc in documents),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "strict": any(doc.get("strict") is True for _, doc in documents),
+        # Where every shard says which tests failed outside the gate, so does the merge.
+        **(
+            {"failed_elsewhere": [f for _, doc in documents for f in doc["failed_elsewhere"]]}
+            if all("failed_elsewhere" in doc for _, doc in documents)
+            else {}
+        ),
         "runs": runs,
     }
 

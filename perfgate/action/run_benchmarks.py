@@ -109,16 +109,42 @@ def run_benchmarks(command: Sequence[str]) -> int:
 
 def read_runs(results: Path) -> list[dict[str, Any]] | None:
     """The runs of a results file; None when it is missing or unreadable."""
-    if not results.is_file():
-        return None
-    try:
-        runs = json.loads(results.read_text(encoding="utf-8")).get("runs")
-    except (json.JSONDecodeError, AttributeError):
-        return None
+    runs = read_document(results).get("runs")
     return runs if isinstance(runs, list) else None
 
 
-def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Path) -> str:
+def read_document(results: Path) -> dict[str, Any]:
+    """A results file's document as it is; empty when it is missing or unreadable."""
+    if not results.is_file():
+        return {}
+    try:
+        document = json.loads(results.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def failed_tests(document: Mapping[str, Any]) -> list[str] | None:
+    """The tests pytest failed for other reasons than a benchmark's verdict, as the results
+    file lists them (``when`` added where it is not the test itself); None where it does not
+    say (a file of another version)."""
+    listed = document.get("failed_elsewhere")
+    if not isinstance(listed, list):
+        return None
+    tests = []
+    for entry in listed:
+        if isinstance(entry, dict):
+            test, when = str(entry.get("test")), str(entry.get("when"))
+            tests.append(test if when == "call" else f"{test} ({when})")
+    return tests
+
+
+def problem_note(
+    exit_code: int,
+    runs: list[dict[str, Any]] | None,
+    results: Path,
+    failed: Sequence[str] | None = None,
+) -> str:
     """Why the verdict is ``error``, in one sentence."""
     if exit_code not in (0, 1):
         meaning = PYTEST_EXIT_MEANINGS.get(exit_code, "failed")
@@ -133,6 +159,11 @@ def problem_note(exit_code: int, runs: list[dict[str, Any]] | None, results: Pat
     errored = [str(run.get("benchmark")) for run in runs if run.get("verdict") == ERROR]
     if errored:
         return "benchmarks that could not be measured: " + ", ".join(map(md.code, errored))
+    if failed:
+        shown = ", ".join(map(md.code, failed[:5])) + (
+            f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+        )
+        return f"pytest failed {len(failed)} test(s) for other reasons than a verdict: {shown}"
     known = {v.value for v in Verdict}
     unjudged = [str(run.get("benchmark")) for run in runs if run.get("verdict") not in known]
     if unjudged:  # e.g. merged shards written by another tool or version
@@ -266,11 +297,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         exit_code = run_benchmarks(command)
 
+    document = read_document(results)
     runs = read_runs(results)
-    verdict = overall_verdict(runs, exit_code)
+    failed = failed_tests(document)
+    verdict = overall_verdict(
+        runs, exit_code, strict=document.get("strict") is True, failed_elsewhere=failed
+    )
     markdown = summary.read_text(encoding="utf-8") if summary.is_file() else ""
     if verdict == ERROR:
-        note = note or problem_note(exit_code, runs, results)
+        note = note or problem_note(exit_code, runs, results, failed)
         annotate("error", f"perfgate: {note}")
         # The note is perfgate's own Markdown; names in it are quoted (md.code).
         markdown = f"> [!CAUTION]\n> **perfgate could not gate this run**: {note}\n\n{markdown}"
@@ -278,13 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = [str(r.get("benchmark")) for r in runs or [] if r.get("verdict") == REGRESSION]
         annotate("error", "perfgate: performance regression in " + ", ".join(names))
     if (out_dir / HTML_REPORT).is_file():
-        # The pull request comment is summary.md too: both link the page.
-        link = html_report_line()
-        markdown += link
-        if summary.is_file():
-            write_text(summary, summary.read_text(encoding="utf-8") + link)
-    if not summary.is_file():
-        write_text(summary, markdown)
+        markdown += html_report_line()
+    # The pull request comment and the artifact are summary.md: the same words as the job
+    # summary, the caution of an error included (it said pass over a failed test).
+    write_text(summary, markdown)
     append_summary(markdown)
 
     shown = "not run" if exit_code == PYTEST_NOT_RUN else str(exit_code)

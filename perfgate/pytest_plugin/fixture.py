@@ -56,6 +56,7 @@ class Benchmark:
             session.keep_refusal(self.name, problem)  # a summary must not pass over it
             _fail(f"perfgate: {problem}")
         self.result: BenchmarkResult | None = None
+        self.failed_by_gate = False
         self._started = False
 
     def _rules(self, thresholds: object) -> Rules:
@@ -316,6 +317,7 @@ class Benchmark:
         if fails(comparison.verdict, session.strict):
             from perfgate.report.compare import render_table
 
+            self.failed_by_gate = True  # the test's failure is the verdict's, and no other
             _fail(render_table([comparison]))
         return result
 
@@ -440,6 +442,7 @@ class Benchmark:
         if fails(comparison.verdict, session.strict):
             from perfgate.report.compare import render_table
 
+            self.failed_by_gate = True  # the test's failure is the verdict's, and no other
             _fail(render_table([comparison]))
         return result
 
@@ -473,10 +476,9 @@ class Benchmark:
 
     def expected_to_fail(self) -> None:
         """The test failed as its ``xfail`` mark expects: like a skipped benchmark, it is in
-        no report (an ``error`` there failed the job's summary over a green pytest)."""
-        from perfgate.gate import holds_measurement
-
-        if self.result is not None and not holds_measurement(self.result.record):
+        no report (an ``error``, or the regression that failed it, failed the job's summary
+        over a green pytest)."""
+        if self.result is not None:
             self.session.results.remove(self.result)
             self.result = None
 

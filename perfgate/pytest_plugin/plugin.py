@@ -136,6 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except PerfgateError as exc:
         raise pytest.UsageError(f"perfgate: {exc}") from None
     config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(FailureLog(session), "perfgate-failure-log")
     if getattr(config, "workerinput", None) is None:
         session.clear_partials()
 
@@ -287,7 +288,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     xfailed = report.when == "call" and report.skipped and hasattr(report, "wasxfail")
     if benchmark is not None and xfailed:  # failed, as an xfail mark expects
         benchmark.expected_to_fail()
+    failed_by_gate = benchmark is not None and benchmark.failed_by_gate
+    if failed_by_gate and report.failed and report.when == "call":
+        report.user_properties.append(GATE_FAILURE)  # xdist sends it to the controller too
     return report
+
+
+# What marks a test report whose failure is a benchmark's verdict (pytest_runtest_makereport).
+GATE_FAILURE = ("perfgate", "failed by its verdict")
+
+
+class FailureLog:
+    """Keeps the tests pytest failed for other reasons than a benchmark's verdict in the
+    session (registered as a plugin: report hooks are given no config). Under xdist the
+    controller sees every worker's reports."""
+
+    def __init__(self, session: PerfgateSession) -> None:
+        self.session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and GATE_FAILURE not in report.user_properties:
+            self._keep(report.nodeid, report.when)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._keep(report.nodeid or "(collection)", "collect")
+
+    def _keep(self, test: str, when: str) -> None:
+        self.session.failed_elsewhere.append({"test": test, "when": when})
 
 
 def _is_benchmark(item: pytest.Item) -> bool:

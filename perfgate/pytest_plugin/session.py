@@ -52,6 +52,9 @@ class PerfgateSession:
     names: dict[str, str] = field(default_factory=dict)  # benchmark name → test node id
     report_error: str | None = None  # why the reports could not be written
     interrupted: bool = False  # stopped by Ctrl-C: the reports hold what finished
+    # Tests (and collections) pytest failed for reasons other than a benchmark's verdict: a
+    # job must not read the verdicts alone as the session's outcome.
+    failed_elsewhere: list[dict[str, str]] = field(default_factory=list)
     # Which process of a multi-process measurement this session is (0: the one the user
     # started), and where a measuring-only session leaves each benchmark's record.
     process: int = 0
@@ -321,7 +324,9 @@ class PerfgateSession:
         self.merge_partials()
         if not self.results:
             return
-        document = results_document(self.results, self.commit)
+        document = results_document(
+            self.results, self.commit, failed_elsewhere=self.failed_elsewhere, strict=self.strict
+        )
         _write_text(self.json_path, json.dumps(document, indent=2, allow_nan=False) + "\n")
         markdown = results_markdown(self.results)
         if self.interrupted:

@@ -72,8 +72,16 @@ class BenchmarkResult:
         )
 
 
-def results_document(results: Sequence[BenchmarkResult], commit: dict[str, Any]) -> dict[str, Any]:
-    """The ``perfgate.results`` document of a session (``docs/json.md``)."""
+def results_document(
+    results: Sequence[BenchmarkResult],
+    commit: dict[str, Any],
+    *,
+    failed_elsewhere: Sequence[dict[str, str]] = (),
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The ``perfgate.results`` document of a session (``docs/json.md``): ``failed_elsewhere``,
+    the tests pytest failed for other reasons than a benchmark's verdict; ``strict``, whether
+    undecided verdicts failed their tests (``--perfgate-strict``)."""
     return {
         "format": RESULTS_FORMAT,
         "format_version": RESULTS_FORMAT_VERSION,
@@ -81,6 +89,8 @@ def results_document(results: Sequence[BenchmarkResult], commit: dict[str, Any])
         "branch": commit.get("branch"),
         "dirty": commit.get("dirty"),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "strict": strict,
+        "failed_elsewhere": list(failed_elsewhere),
         "runs": [r.as_dict(top_operators=RESULTS_TOP_OPERATORS) for r in results],
     }
 
