@@ -447,6 +447,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
         Path(args.repo),
         allow_dirty=args.allow_dirty,
         allow_other_commit=args.allow_other_commit,
+        measured_dirty=side.measured_dirty,
     )
     for path in paths:
         print(f"recorded {path}")

@@ -255,12 +255,14 @@ def record_baselines(
     *,
     allow_dirty: bool = False,
     allow_other_commit: bool = False,
+    measured_dirty: bool = False,
 ) -> list[Path]:
     """Write each record as the baseline of HEAD.
 
-    Refuses a dirty tree unless ``allow_dirty``, and a record measured at another commit
-    than HEAD (its ``commit`` key) unless ``allow_other_commit``: a baseline is what its
-    commit's code measured.
+    Refuses a dirty tree, or records measured on one (``measured_dirty``: a results file that
+    says so), unless ``allow_dirty``, and a record measured at another commit than HEAD (its
+    ``commit`` key) unless ``allow_other_commit``: a baseline is what its commit's code
+    measured.
     """
     commit = current_commit(repo_dir, store=store_root(repo_dir, settings))
     if commit.dirty and not allow_dirty:
@@ -268,6 +270,12 @@ def record_baselines(
             f"{repo_dir}: the working tree has uncommitted changes, so HEAD "
             f"{commit.sha[:12]} is not what was measured; commit them, or pass --allow-dirty "
             "to record a baseline marked dirty"
+        )
+    if measured_dirty and not allow_dirty:
+        raise PerfgateError(
+            "the results were measured on a working tree with uncommitted changes (the file "
+            f"says dirty: true), so HEAD {commit.sha[:12]} is not what was measured; measure "
+            "the commit again, or pass --allow-dirty to record a baseline marked dirty"
         )
     for record in records:
         if not holds_measurement(record):
@@ -302,7 +310,7 @@ def record_baselines(
             "branch": commit.branch,
             "commit_time": commit.time,
             "created": created,
-            "dirty": commit.dirty,
+            "dirty": commit.dirty or measured_dirty,
             **{k: v for k, v in run.items() if k in BASELINE_CONTENT and k not in _NAMES},
         }
         prepared.append(prepare_baseline(root, baseline))

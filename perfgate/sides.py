@@ -28,6 +28,8 @@ class Side:
     path: str
     kind: str  # profile | baseline | results
     records: list[RunRecord]
+    # A results file measured on a working tree with uncommitted changes ("dirty": true).
+    measured_dirty: bool = False
 
 
 def _perfgate_document(path: Path) -> object | None:
@@ -81,9 +83,10 @@ def load_side(
         _chosen(path, _chosen(path, [baseline], "benchmark", benchmark), "env", env)
         return Side(str(path), "baseline", [baseline])
     if isinstance(document, dict) and document.get("format") == RESULTS_FORMAT:
-        runs: list[RunRecord] = list(validate_results(document, str(path))["runs"])
+        results = validate_results(document, str(path))
+        runs: list[RunRecord] = list(results["runs"])
         runs = _chosen(path, _chosen(path, runs, "benchmark", benchmark), "env", env)
-        return Side(str(path), "results", runs)
+        return Side(str(path), "results", runs, measured_dirty=results.get("dirty") is True)
     if document is not None:
         kind = document.get("format") if isinstance(document, dict) else None
         raise PerfgateError(

@@ -397,6 +397,40 @@ def test_baseline_update_refuses_a_dirty_tree(
     assert not (tmp_path / "baselines").exists()
 
 
+def test_baseline_update_refuses_results_measured_on_a_dirty_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfgate.sides import load_side
+
+    repo = _git_repo(tmp_path)
+    (tmp_path / "model.py").write_text("v1\n")
+    repo.index.add(["model.py"])
+    sha = repo.index.commit("v1").hexsha
+    [record] = load_side(LEVEL1, benchmark="resnet").records
+    # Measured with model.py changed, then the change undone: the tree is clean now, and
+    # the baseline was recorded as HEAD's, marked clean.
+    results = tmp_path / "results.json"
+    document = {
+        "format": "perfgate.results",
+        "format_version": 2,
+        "commit": sha,
+        "dirty": True,
+        "runs": [{**record, "commit": sha, "verdict": "no-baseline"}],
+    }
+    results.write_text(json.dumps(document))
+    update = ["baseline", "update", "--from", str(results), "--repo", str(tmp_path)]
+    assert main(update) == 2
+    assert capsys.readouterr().err == (
+        "perfgate: error: the results were measured on a working tree with uncommitted "
+        f"changes (the file says dirty: true), so HEAD {sha[:12]} is not what was measured; "
+        "measure the commit again, or pass --allow-dirty to record a baseline marked dirty\n"
+    )
+    assert not (tmp_path / "baselines").exists()
+    assert main([*update, "--allow-dirty"]) == 0
+    [written] = (tmp_path / "baselines" / "resnet").rglob("*.json")
+    assert json.loads(written.read_text())["dirty"] is True
+
+
 def test_python_dash_m_perfgate_runs_the_cli() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "perfgate", "inspect", str(LEVEL1), "--format", "json"],
