@@ -431,6 +431,29 @@ def test_baseline_update_refuses_results_measured_on_a_dirty_tree(
     assert json.loads(written.read_text())["dirty"] is True
 
 
+def test_a_gated_metric_one_side_cannot_measure_makes_the_run_incomparable_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prof = (
+        DATA / "msprof" / "ascend-msprof-skill" / "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
+    )
+    partial = shutil.copytree(prof, tmp_path / prof.name)
+    for task_time in partial.rglob("task_time_*.csv"):  # an export without its task file
+        task_time.unlink()
+    assert main(["compare", str(prof), str(partial), "--format", "json"]) == 0
+    [benchmark] = json.loads(capsys.readouterr().out)["benchmarks"]
+    # It said pass: copy_ratio, gated, was n/a in the current run and judged by nobody.
+    assert benchmark["verdict"] == "incomparable"
+    assert (
+        "incomparable: gated but measured on one side only: copy_ratio (not in the current), "
+        "so it was not judged; profile both the same way (the export's task files, the "
+        "profiler level) or record a baseline of this setup"
+    ) in benchmark["notes"]
+    assert main(["compare", str(prof), str(prof), "--format", "json"]) == 0
+    [same] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert same["verdict"] != "incomparable"
+
+
 def test_python_dash_m_perfgate_runs_the_cli() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "perfgate", "inspect", str(LEVEL1), "--format", "json"],

@@ -1107,6 +1107,7 @@ def compare_runs(
             "changed, not only the code)"
         )
     stats = rules.statistics
+    one_sided: list[str] = []  # gated metrics only one side measured
     for rule in rules.metrics.values():
         base_steps, cur_steps = (
             step_samples(baseline, rule.metric),
@@ -1115,6 +1116,8 @@ def compare_runs(
         present = clean(base_steps).size, clean(cur_steps).size
         if not all(present) and (not rule.gate or not any(present)):
             continue  # a metric neither side measured (e.g. no profiler) is not a finding
+        if not all(present):
+            one_sided.append(f"{rule.label} (not in the {'current' if present[0] else 'baseline'})")
         log = rule.metric == "step_time_us"
         sessions = [side_rounds(h, rule.metric) for h in history]
         cur = side_rounds(current, rule.metric)
@@ -1174,11 +1177,16 @@ def compare_runs(
         rules.operators,
         stats.alpha,
     )
-    comparison.verdict = _verdict(comparison, hard)
+    comparison.verdict = _verdict(comparison, hard, one_sided)
     return comparison
 
 
-def _verdict(comparison: Comparison, hard_differences: list[str]) -> Verdict:
+def _verdict(
+    comparison: Comparison, hard_differences: list[str], one_sided: Sequence[str] = ()
+) -> Verdict:
+    """The benchmark's verdict from its metrics; ``one_sided``: gated metrics one side lacks
+    (named with the side that lacks them), which make a run that else passes incomparable:
+    a gate that judged less than it was set to must not say pass."""
     gated = [m for m in comparison.metrics if m.gated]
     if gated and all(m.status is MetricStatus.NOT_AVAILABLE for m in gated):
         comparison.notes.append("no gated metric could be computed from either side")
@@ -1197,6 +1205,13 @@ def _verdict(comparison: Comparison, hard_differences: list[str]) -> Verdict:
         return Verdict.REGRESSION
     if MetricStatus.UNSTABLE in statuses:
         return Verdict.UNSTABLE
+    if one_sided:
+        comparison.notes.append(
+            f"incomparable: gated but measured on one side only: {', '.join(one_sided)}, so it "
+            "was not judged; profile both the same way (the export's task files, the "
+            "profiler level) or record a baseline of this setup"
+        )
+        return Verdict.INCOMPARABLE
     if MetricStatus.IMPROVEMENT in statuses:
         comparison.notes.append(
             "improvement beyond the threshold: the baseline is stale; record a new one "
