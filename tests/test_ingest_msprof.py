@@ -232,6 +232,20 @@ def test_several_prof_directories_are_several_ranks(tmp_path: Path) -> None:
     assert profile.tasks.groupby("rank").size().to_dict() == {0: 5, 1: 5}
 
 
+def test_two_runs_of_one_device_side_by_side_are_refused(tmp_path: Path) -> None:
+    # Two msprof runs into one directory were read as one rank: a single "step" spanning
+    # both runs and the gap between them, utilization near 0%, and not a word.
+    first = copy_prof(tmp_path / "PROF_000001_20261207022019882_HXRXBFPGDEFKBZZX")
+    second = copy_prof(tmp_path / "PROF_000001_20261207022021194_XRWIDMKZAJPNUOND")
+    with pytest.raises(ProfileError) as error:
+        read(tmp_path)
+    assert str(error.value) == (
+        f"{second}: device 0 is also in {first.name}: two msprof runs in one directory "
+        "(expected one PROF_* directory per device (give the path of the run to read))"
+    )
+    assert read(second).metadata["ranks"] == [0]
+
+
 def test_a_communication_op_listed_in_both_files_is_counted_once(tmp_path: Path) -> None:
     # Constructed from the real rows: op_summary writes communication ops with Task/Stream ID
     # N/A, so the task_time copy of such an op is matched by name and overlapping time.

@@ -268,6 +268,9 @@ def read(path: Path) -> Profile:
                 "or PROF_*/device_N/summary/)",
             )
         read_folders = [_read_folder(folder, device, clock) for folder, device in readable]
+        _check_one_run_per_device(
+            [(_prof_dir(folder), part) for (folder, _), (part, _) in zip(readable, read_folders)]
+        )
         parts = [part for part, _ in read_folders]
         # op_summary lists kernels only; memcpy / SDMA tasks are seen only through task_time.
         task_time_read = any(seen for _, seen in read_folders)
@@ -281,6 +284,28 @@ def read(path: Path) -> Profile:
             path, "holds no device tasks and no steps", expected="op_summary rows"
         ),
     )
+
+
+def _prof_dir(folder: Path) -> Path:
+    """The ``PROF_*`` directory a summary folder belongs to (itself when it is none's)."""
+    return next((p for p in (folder, *folder.parents) if p.name.startswith("PROF_")), folder)
+
+
+def _check_one_run_per_device(parts: Sequence[tuple[Path, Part]]) -> None:
+    """Refuse ``PROF_*`` directories that hold the same device: two msprof runs side by side,
+    whose tasks merged into one rank would make one long "step" of both."""
+    seen: dict[int, Path] = {}
+    for prof, part in parts:
+        if "rank" not in part.tasks:
+            continue
+        for rank in sorted(int(r) for r in part.tasks["rank"].dropna().unique()):
+            other = seen.setdefault(rank, prof)
+            if other != prof:
+                raise ProfileError(
+                    prof,
+                    f"device {rank} is also in {other.name}: two msprof runs in one directory",
+                    expected="one PROF_* directory per device (give the path of the run to read)",
+                )
 
 
 def _read_folder(folder: Path, device: int | None, clock: TimeBase) -> tuple[Part, bool]:
