@@ -140,6 +140,12 @@ def gate_against_store(
             current_info=current_info,
             look=look or judged_look,
         )
+        if nearest.record.get("dirty"):
+            comparison.warnings.append(
+                f"the baseline of {nearest.candidate.sha[:12]} was recorded from a working tree "
+                "with uncommitted changes (--allow-dirty): it may not be what that commit "
+                "measures; record it again from a clean checkout"
+            )
         # Whether the tree is dirty costs a `git diff`: asked only when it matters.
         at_head = nearest.candidate.sha == walk.head
         if at_head and not current_commit(lookup.repo_dir, store=root).dirty:

@@ -429,6 +429,18 @@ def test_baseline_update_refuses_results_measured_on_a_dirty_tree(
     assert main([*update, "--allow-dirty"]) == 0
     [written] = (tmp_path / "baselines" / "resnet").rglob("*.json")
     assert json.loads(written.read_text())["dirty"] is True
+    capsys.readouterr()
+    # Compared with, such a baseline says what it is (only `baseline show` said DIRTY).
+    repo.index.add(["baselines"])
+    repo.index.commit("baselines")
+    compare = ["compare", str(results), "--repo", str(tmp_path), "--format", "json"]
+    main(compare)
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert (
+        f"the baseline of {sha[:12]} was recorded from a working tree with uncommitted changes "
+        "(--allow-dirty): it may not be what that commit measures; record it again from a "
+        "clean checkout"
+    ) in judged["warnings"]
 
 
 def test_a_gated_metric_one_side_cannot_measure_makes_the_run_incomparable_not_a_pass(
