@@ -876,6 +876,60 @@ def test_bench_step_that_passes_lets_the_gate_pass(tmp_path: Path, fake_python: 
     assert runner.call(gate_step.main, tmp_path, PERFGATE_VERDICT="pass")[0] == 0
 
 
+def test_a_pull_request_that_changes_the_baselines_is_told_so(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    remote, checkout = make_remote(tmp_path)
+    stored = checkout / "baselines" / "loop" / "cpu-x86_64" / f"{'c' * 40}.json"
+    stored.parent.mkdir(parents=True)
+    stored.write_text("{}\n")
+    git(checkout, "add", "baselines")
+    git(checkout, "commit", "--quiet", "-m", "perfgate: baselines")
+    git(checkout, "push", "--quiet", "origin", "HEAD:main")
+    # The pull request's branch deletes the baseline it would be judged against: the gate
+    # read the store as the pull request left it, said no-baseline, and nobody was told.
+    git(checkout, "checkout", "--quiet", "-b", "faster-attention")
+    git(checkout, "rm", "--quiet", "-r", "baselines")
+    git(checkout, "commit", "--quiet", "-m", "Speed up the attention kernel")
+    runner = Runner(tmp_path / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
+    done = runner.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(tmp_path / "record.json"),
+        FAKE_RESULTS=json.dumps(results_doc("a" * 40, [run_of("loop", "no-baseline")])),
+        FAKE_SUMMARY="### perfgate: 1 benchmark, no baseline yet\n",
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = (
+        "this pull request changes 1 file(s) of the baseline store, and the gate read the "
+        "baselines as it leaves them: `D baselines/loop/cpu-x86_64/"
+        f"{'c' * 40}.json`. Baselines are recorded by the push to the baseline branch; "
+        "review these changes as you would the code's"
+    )
+    assert f"::warning::perfgate: {said}" in done.stdout
+    summary = (checkout / "perfgate-out" / "summary.md").read_text()
+    assert summary.startswith(f"> [!WARNING]\n> {said}\n\n### perfgate: 1 benchmark")
+    # A pull request that leaves the store alone hears nothing of it.
+    git(checkout, "checkout", "--quiet", "main")
+    done = runner.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(tmp_path / "record.json"),
+        FAKE_RESULTS=json.dumps(results_doc("a" * 40, [run_of("loop", "pass")])),
+        FAKE_SUMMARY="### perfgate: ✅ pass\n",
+        FAKE_EXIT="0",
+    )
+    assert "baseline store" not in done.stdout
+    assert (checkout / "perfgate-out" / "summary.md").read_text() == "### perfgate: ✅ pass\n"
+
+
 def test_a_crashed_run_is_an_error_even_with_a_stale_report_left_on_a_self_hosted_runner(
     tmp_path: Path, fake_python: Path
 ) -> None:

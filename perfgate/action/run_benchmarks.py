@@ -228,6 +228,32 @@ def ab_base(cwd: Path, event: Mapping[str, Any]) -> str:
     return sha
 
 
+def baseline_changes(cwd: Path, event: Mapping[str, Any]) -> list[str]:
+    """The files of the baseline store a pull request changes (``D baselines/…``), from the
+    merge-base with its target branch to HEAD; empty for other events, or where git cannot
+    tell. Baselines are read from the checkout: a pull request that deletes or edits them
+    changes what it is judged against."""
+    pull = event.get("pull_request")
+    base = pull.get("base") if isinstance(pull, dict) else None
+    ref = base.get("ref") if isinstance(base, dict) else None
+    if not isinstance(ref, str) or not ref:
+        return []
+    merge_base = git_output(cwd, "merge-base", "HEAD", f"origin/{ref}")
+    if not merge_base:
+        return []
+    from perfgate.config import load_settings
+    from perfgate.errors import PerfgateError
+
+    try:
+        store = load_settings(None, root=cwd).baseline.dir
+    except PerfgateError:
+        return []  # pytest says what is wrong with the configuration
+    listed = git_output(
+        cwd, "diff", "--name-status", "--no-renames", merge_base, "HEAD", "--", str(store)
+    )
+    return [" ".join(line.split("\t")) for line in (listed or "").splitlines() if line]
+
+
 def html_report_line() -> str:
     """Where the HTML report is: in the artifact of this workflow run."""
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
@@ -312,6 +338,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif verdict == REGRESSION:
         names = [str(r.get("benchmark")) for r in runs or [] if r.get("verdict") == REGRESSION]
         annotate("error", "perfgate: performance regression in " + ", ".join(names))
+    changed = baseline_changes(cwd, load_event()) if not paths else []
+    if changed:
+        shown = ", ".join(map(md.code, changed[:5])) + (
+            f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        )
+        said = (
+            f"this pull request changes {len(changed)} file(s) of the baseline store, and the "
+            f"gate read the baselines as it leaves them: {shown}. Baselines are recorded by "
+            "the push to the baseline branch; review these changes as you would the code's"
+        )
+        annotate("warning", f"perfgate: {said}")
+        markdown = f"> [!WARNING]\n> {said}\n\n{markdown}"
     if (out_dir / HTML_REPORT).is_file():
         markdown += html_report_line()
     # The pull request comment and the artifact are summary.md: the same words as the job
