@@ -879,7 +879,7 @@ def test_bench_step_that_passes_lets_the_gate_pass(tmp_path: Path, fake_python: 
 def test_a_pull_request_that_changes_the_baselines_is_told_so(
     tmp_path: Path, fake_python: Path
 ) -> None:
-    remote, checkout = make_remote(tmp_path)
+    _remote, checkout = make_remote(tmp_path)
     stored = checkout / "baselines" / "loop" / "cpu-x86_64" / f"{'c' * 40}.json"
     stored.parent.mkdir(parents=True)
     stored.write_text("{}\n")
