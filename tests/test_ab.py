@@ -333,6 +333,40 @@ def test_one_pair_is_one_error_line(
     assert "an A/B run needs at least 2 pairs (got 1)" in line
 
 
+def test_a_test_that_fails_at_the_base_but_is_no_benchmark_does_not_stop_the_run(
+    project: GitRepo,
+) -> None:
+    # The measuring sessions ran every test asked for: a test broken at the base (and fixed
+    # by the change under review) stopped the A/B run with "did not run".
+    project.write("bench/test_parser.py", "def test_parser():\n    assert 1 + 1 == 3\n")
+    project.commit("a broken parser test")
+    project.write("bench/test_parser.py", "def test_parser():\n    assert 1 + 1 == 2\n")
+    project.commit("the parser test fixed")
+    done = perfgate_ab(
+        project.path, "--base", "HEAD~1", "--pairs", "2", "--", "bench", "--perfgate-profiler=none"
+    )
+    out = project.path / "perfgate-out" / "ab"
+    results, _ = _judged(done, project, out, "base test broken", EXIT_PASS)
+    assert [run["benchmark"] for run in results["runs"]] == ["loop"]
+    # A base with no benchmark among the paths asked for: its benchmarks are new.
+    project.write("bench/test_other.py", BENCHMARK.replace("def test_loop", "def test_other"))
+    project.commit("another benchmark")
+    done = perfgate_ab(
+        project.path,
+        "--base",
+        "HEAD~1",
+        "--pairs",
+        "2",
+        "--",
+        "bench/test_parser.py",
+        "bench/test_other.py",
+        "--perfgate-profiler=none",
+    )
+    assert done.returncode == EXIT_PASS, done.stdout + done.stderr
+    [run] = _results(out / "results.json")["runs"]
+    assert (run["benchmark"], run["verdict"]) == ("other", "no-baseline")
+
+
 def test_a_base_whose_sessions_fail_says_why_and_leaves_no_worktree(project: GitRepo) -> None:
     # The base's perfgate.yaml is broken, the tree fixes it: pytest ends the base's first
     # session with a usage error on stderr, and that is the reason the user must see.

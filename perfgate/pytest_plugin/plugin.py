@@ -174,6 +174,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     from perfgate.pytest_plugin.session import item_benchmark_name
 
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and session.measure_only:
+        # A measuring process (--perfgate-update's others, an A/B side) runs the benchmarks
+        # only: another test failing there (at an A/B base, say) stopped the whole run.
+        others = [item for item in items if not _is_benchmark(item)]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = benchmarks
     # Problems fail their test at setup rather than stop the session here: an xdist worker
     # that raised in collection would crash pytest, and every worker collects every test,
     # so each one finds the same clashes.
