@@ -76,7 +76,9 @@ def _repository_options() -> _Parser:
         type=given("a directory"),
         metavar="DIR",
         default=".",
-        help="the git repository holding the baselines and the configuration. Default: .",
+        help="a folder of the project whose baselines and configuration to use (the nearest "
+        "folder up to the repository's top with perfgate's settings, else with a pytest ini "
+        "file, else the top: where pytest --perfgate takes them). Default: .",
     )
     return common
 
@@ -736,6 +738,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Reading progress is for a person at a terminal: never in a JSON document's stream.
         _refuse_output_over_input(args)
+        if getattr(args, "repo", None) is not None:
+            from perfgate.config import project_directory
+
+            # Where the plugin would take them from: not bench/baselines/ when run in bench/.
+            args.repo = str(project_directory(args.repo))
         with show_progress(getattr(args, "format", None) != "json"):
             status: int = args.handler(args)
     except PerfgateError as exc:

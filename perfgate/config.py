@@ -550,6 +550,59 @@ def _settings_file(path: Path) -> bool:
     raise ConfigError(f"{path}: is {kind} (expected a configuration file, or nothing there)")
 
 
+# pytest's ini files, and the section of each that makes it one (None: the file alone does).
+_PYTEST_INI = (
+    ("pytest.ini", None),
+    (".pytest.ini", None),
+    ("pyproject.toml", "[tool.pytest.ini_options]"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
+)
+
+
+def project_directory(start: str | Path) -> Path:
+    """The folder whose settings and baseline store the CLI uses when started in ``start``:
+    what the pytest plugin takes there (``pytest_plugin.session.project_root``). From
+    ``start`` up to the top of its git work tree, the nearest folder with perfgate's settings;
+    else the nearest with a pytest ini file (pytest's rootdir); else the top. Outside git,
+    ``start``. A run from ``bench/`` read ``bench/perfgate.yaml`` and ``bench/baselines/``,
+    which no gate uses.
+
+    Raises:
+        ConfigError: ``start`` is no directory.
+    """
+    from perfgate.store.git import work_tree
+
+    start = Path(start).resolve()
+    if not start.is_dir():
+        raise ConfigError(f"{start}: no such directory (expected a checkout of the project)")
+    top = work_tree(start)
+    if top is None or (top != start and top not in start.parents):
+        return start
+    ini_folder = None
+    for folder in (start, *start.parents):
+        if has_settings(folder):
+            return folder
+        if ini_folder is None and any(
+            _has_section(folder / name, section) for name, section in _PYTEST_INI
+        ):
+            ini_folder = folder
+        if folder == top:
+            break
+    return ini_folder or top
+
+
+def _has_section(path: Path, section: str | None) -> bool:
+    if not path.is_file():
+        return False
+    if section is None:
+        return True
+    try:
+        return section in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 def has_settings(root: str | Path) -> bool:
     """Whether ``root`` holds perfgate's settings (``perfgate.yaml`` / ``.yml``, or a
     ``pyproject.toml`` with ``[tool.perfgate]``). A pyproject that cannot be read counts:

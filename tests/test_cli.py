@@ -246,6 +246,36 @@ def _repo_with_a_model(repo_dir: Path) -> tuple[git.Repo, str]:
     return repo, repo.index.commit("model v1").hexsha
 
 
+def test_from_a_subfolder_the_cli_uses_the_projects_settings_and_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, _ = _repo_with_a_model(tmp_path)
+    (tmp_path / "perfgate.yaml").write_text("baseline: {dir: perf/baselines}\n")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_x.py").write_text("")
+    repo.index.add(["perfgate.yaml", "bench/test_x.py"])
+    repo.index.commit("settings")
+    # Run in bench/, the CLI read bench/perfgate.yaml (none: defaults) and wrote
+    # bench/baselines/, which no gate reads; pytest --perfgate takes the project's.
+    monkeypatch.chdir(tmp_path / "bench")
+    assert main(["baseline", "update", "--from", str(LEVEL1), "--benchmark", "resnet"]) == 0
+    [written] = (tmp_path / "perf" / "baselines" / "resnet").rglob("*.json")
+    assert capsys.readouterr().out == f"recorded {written}\n"
+    assert not (tmp_path / "bench" / "baselines").exists()
+    repo.index.add([str(written.relative_to(tmp_path))])
+    repo.index.commit("perfgate: baselines")
+    assert main(["compare", str(LEVEL1), "--benchmark", "resnet", "--format", "json"]) in (0, 1)
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert judged["verdict"] != "no-baseline"
+    assert judged["baseline"]["path"] == str(written)
+    # A folder that is not there is said, not read as an empty store.
+    assert main(["baseline", "list", "--repo", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == (
+        f"perfgate: error: {tmp_path / 'nowhere'}: no such directory (expected a checkout of "
+        "the project)\n"
+    )
+
+
 def test_baseline_recorded_on_main_gates_a_feature_branch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
