@@ -221,6 +221,24 @@ def test_intended_changes_between_ancestors_are_not_noise() -> None:
     assert look_back(same, STEP, STATS, log=True) == [0, 1, 2]
 
 
+def test_a_step_under_the_threshold_that_history_reports_ends_the_look_back_too() -> None:
+    # Four baselines at 1.04 ms, then four at 1.00 ms (nearest first below): a -3.9% step,
+    # under the 5% threshold, that `perfgate history` reports as a change point. The
+    # look-back kept all eight: a reference of 1.02 ms, and +7% judged as +4.9%, a pass.
+    newer = [rounds(1.00, noise=0.002, seed=s) for s in range(4)]
+    older = [rounds(1.04, noise=0.002, seed=10 + s) for s in range(4)]
+    sessions = [*newer, *older]
+    assert look_back(sessions, STEP, STATS, log=True) == [0, 1, 2, 3]
+    j = judge(newer[0], rounds(1.07, noise=0.002, seed=20), history=tuple(newer[1:]))
+    assert j.status == REGRESSION
+    assert j.change == pytest.approx(0.07, abs=0.005)
+    # A change point far under the threshold (+0.3% in a near noiseless series) does not:
+    # the baselines beyond it still measure the noise between sessions.
+    nudged = [rounds(1.003, noise=0.0005, seed=s) for s in range(4)]
+    flat = [rounds(1.000, noise=0.0005, seed=10 + s) for s in range(4)]
+    assert look_back([*nudged, *flat], STEP, STATS, log=True) == list(range(8))
+
+
 def test_faster_run_is_an_improvement() -> None:
     assert judge(BASE, rounds(90, seed=2)).status == IMPROVEMENT
 

@@ -1046,7 +1046,37 @@ def look_back(
                 break
             continue
         kept.append(index)
-    return kept
+    newest = _newest_segment(sessions, rule, log)
+    return [index for index in kept if index < newest]
+
+
+# A change point of history ends the look-back when it moved the level by at least this
+# part of the threshold: smaller steps (history finds +0.1% in a near noiseless series)
+# hardly move the reference, and the baselines beyond them still measure the noise.
+STEP_SHARE_OF_THRESHOLD = 0.25
+
+
+def _newest_segment(sessions: Sequence[RoundValues], rule: MetricRule, log: bool) -> int:
+    """How many of ``sessions`` (nearest first) lie after the newest change point of the
+    series that ``perfgate history`` finds (:mod:`perfgate.analysis.history`) that moved the
+    level by :data:`STEP_SHARE_OF_THRESHOLD` of the threshold or more: a step under the
+    threshold that history reports ends the look-back too, rather than mix two levels into
+    the reference (a -3.9% step and a +7% change were judged as +4.9%)."""
+    from perfgate.analysis.history import MIN_POINTS, change_indexes, series_noise
+
+    measured = [i for i, session in enumerate(sessions) if session.rounds]
+    if len(measured) < MIN_POINTS:
+        return len(sessions)
+    oldest_first = measured[::-1]
+    values = np.asarray([sessions[i].centre() for i in oldest_first], dtype=np.float64)
+    bounds = [0, *change_indexes(values, series_noise(values)), values.size]
+    for before, start, end in reversed(list(zip(bounds, bounds[1:], bounds[2:]))):
+        level_before = _metric_value(log, float(np.median(values[before:start])))
+        level_after = _metric_value(log, float(np.median(values[start:end])))
+        step = abs(rule.threshold.change(level_before, level_after))
+        if step >= STEP_SHARE_OF_THRESHOLD * rule.threshold.value:
+            return oldest_first[start] + 1
+    return len(sessions)
 
 
 def compare_runs(
