@@ -341,11 +341,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for line in settings.misnamed(record["benchmark"] for record in current.records):
         print(f"perfgate: warning: {line}", file=sys.stderr)
     if len(args.sides) == 1:
+        # A results file's runs are looked up as the plugin did, from the commit they were
+        # measured at, whatever is checked out now.
+        measured = {str(r["commit"]) for r in current.records if r.get("commit")}
         comparisons = gate_against_store(
             current.records,
             settings,
             StoreLookup(
-                repo_dir=Path(args.repo), baseline_ref=args.baseline_ref, strict=bool(args.strict)
+                repo_dir=Path(args.repo),
+                baseline_ref=args.baseline_ref,
+                strict=bool(args.strict),
+                measured_at=measured.pop() if len(measured) == 1 else None,
             ),
             source=current.path,
         )

@@ -81,6 +81,9 @@ class StoreLookup:
     baseline_ref: str | None = None
     exclude_head: bool = False
     strict: bool = False
+    # The commit the runs were measured at, when it is not the one checked out (a results
+    # file compared later): baselines are looked up as they were for it.
+    measured_at: str | None = None
 
 
 def store_root(repo_dir: Path, settings: Settings) -> Path:
@@ -108,6 +111,7 @@ def gate_against_store(
         start_ref=lookup.baseline_ref,
         max_depth=settings.baseline.max_depth,
         exclude_head=lookup.exclude_head,
+        head_ref=lookup.measured_at,
     )
     comparisons = []
     for current in currents:
@@ -148,7 +152,8 @@ def gate_against_store(
             )
         # Whether the tree is dirty costs a `git diff`: asked only when it matters.
         at_head = nearest.candidate.sha == walk.head
-        if at_head and not current_commit(lookup.repo_dir, store=root).dirty:
+        checkout = current_commit(lookup.repo_dir, store=root) if at_head else None
+        if checkout is not None and checkout.sha == walk.head and not checkout.dirty:
             comparison.notes.append(
                 "the baseline was recorded from this very commit with a clean tree: any "
                 "difference comes from the environment, the inputs or the machine, not the code"

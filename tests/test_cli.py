@@ -276,6 +276,48 @@ def test_from_a_subfolder_the_cli_uses_the_projects_settings_and_store(
     )
 
 
+def test_a_results_file_is_compared_with_the_baseline_of_the_commit_it_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfgate.sides import load_side
+
+    repo, first = _repo_with_a_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    record_first = ["baseline", "update", "--from", str(LEVEL1), "--benchmark", "resnet"]
+    assert main(record_first) == 0
+    repo.git.add("-A")
+    repo.index.commit("perfgate: baselines")
+    repo.git.checkout("-q", "-b", "feature")
+    (tmp_path / "model.py").write_text("v2\n")
+    repo.index.add(["model.py"])
+    measured = repo.index.commit("model v2").hexsha
+    [record] = load_side(LEVEL1, benchmark="resnet").records
+    results = tmp_path / "results.json"
+    document = {
+        "format": "perfgate.results",
+        "format_version": 2,
+        "commit": measured,
+        "runs": [{**record, "commit": measured, "verdict": "pass"}],
+    }
+    results.write_text(json.dumps(document))
+    # main moves on and records another baseline; the results file is compared with main
+    # checked out (a later job, a person on their machine).
+    repo.git.checkout("-q", "main")
+    (tmp_path / "model.py").write_text("v3\n")
+    repo.index.add(["model.py"])
+    later = repo.index.commit("model v3").hexsha
+    assert main(record_first) == 0
+    repo.git.add("-A")
+    repo.index.commit("perfgate: baselines")
+    capsys.readouterr()
+    assert main(["compare", str(results), "--format", "json"]) in (0, 1)
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    # It took main's newest baseline (`later`, "first parents of HEAD on main"): not what
+    # the plugin compared the run with when it measured it.
+    assert judged["baseline"]["commit"] == first != later
+    assert judged["baseline"]["how"] == f"merge-base of {measured[:12]} (measured) and main"
+
+
 def test_baseline_recorded_on_main_gates_a_feature_branch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

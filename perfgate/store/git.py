@@ -298,6 +298,7 @@ def baseline_walk(
     start_ref: str | None = None,
     max_depth: int = 50,
     exclude_head: bool = False,
+    head_ref: str | None = None,
 ) -> Walk:
     """The commits whose baselines may serve HEAD, nearest first.
 
@@ -317,16 +318,29 @@ def baseline_walk(
     ``exclude_head`` drops HEAD's own commit from the list. The gate sets it: on the baseline
     branch a push is compared with its first parent (distance 1), not with a baseline that
     was just recorded for the very commit being checked.
+
+    ``head_ref``: the commit to walk for instead of the one checked out — a results file's,
+    measured at another commit: the walk is the one the plugin took when it measured there.
     """
     if max_depth < 1:
         raise PerfgateError(f"baseline max_depth must be at least 1, got {max_depth}")
     with _open(repo_dir) as repo:
         head = str(repo.head.commit.hexsha)
+        name = "HEAD"
+        if head_ref is not None and head_ref != head:
+            sha = _rev_parse(repo, head_ref)
+            if sha is None:
+                raise PerfgateError(
+                    f"{repo_dir}: the runs were measured at commit {head_ref[:12]}, which this "
+                    "repository does not have (fetch it, or give --baseline-ref)"
+                )
+            head, name = sha, f"{sha[:12]} (measured)"
         branch = baseline_branch or _default_branch(repo)
         if start_ref is not None:
             start, how = _resolve(repo, repo_dir, start_ref), f"--baseline-ref {start_ref}"
         else:
             start, how = _default_start(repo, head, branch)
+            how = how.replace("HEAD", name, 1)
         # One extra commit so that dropping HEAD still leaves max_depth candidates.
         wanted = max_depth + 1 if exclude_head else max_depth
         walk = _first_parents(repo, start, wanted)
