@@ -149,8 +149,10 @@ def run_ab(
     pytest processes on this runner, and compare every benchmark on the paired differences.
 
     Raises:
-        AbError: ``ref`` is unknown, or a session of either side failed to run (a base that
-            does not build or whose benchmarks fail says so here, with the session's tail).
+        AbError: ``ref`` is unknown, or a session of either side could not run its tests
+            (a usage error, a base that does not import: pytest's exit 2 to 4, said here
+            with the session's tail). Failing tests do not stop it: a benchmark that
+            measured nothing at the base is missing there, and says why it may be.
     """
     if pairs < 2:
         raise AbError(f"an A/B run needs at least 2 pairs (got {pairs})")
@@ -174,6 +176,7 @@ def run_ab(
             )
         if base_args is not None:
             arguments[BASE] = base_args
+        failed_at: set[str] = set()  # sides whose sessions had failing tests
         for pair in range(pairs):
             order = (BASE, HEAD) if pair % 2 == 0 else (HEAD, BASE)
             for side in order:
@@ -195,9 +198,12 @@ def run_ab(
                 run.session_seconds.setdefault(side, []).append(
                     round(time.perf_counter() - session_started, 2)
                 )
-                # 5: no benchmark among the tests asked for (measuring runs only those):
-                # that side has none, and its benchmarks are missing below.
-                if done.returncode not in (0, 5):
+                # 1: some tests failed — a test broken at the base (that the change under
+                # review may fix) is no reason to stop; a benchmark that did not measure
+                # there is missing below. 5: no test among the paths asked for.
+                if done.returncode == 1:
+                    failed_at.add(side)
+                if done.returncode not in (0, 1, 5):
                     # pytest writes a usage error (a bad config, an unknown path) to
                     # stderr only: the tail of both, or the reason is lost.
                     tail = "\n".join(
@@ -227,7 +233,7 @@ def run_ab(
                 break
             sides[side] = merge_processes(found[0], found[1:])
         if not sides:
-            run.comparisons.append(_missing_on_base(name, base_sha, ref))
+            run.comparisons.append(_missing_on_base(name, base_sha, ref, BASE in failed_at))
             continue
         run.records.setdefault(BASE, {})[name] = sides[BASE]
         run.records.setdefault(HEAD, {})[name] = sides[HEAD]
@@ -297,13 +303,16 @@ def _in_tree(where: Path, path: str) -> bool:
     return done.returncode == 0 and bool(done.stdout.strip())
 
 
-def _missing_on_base(name: str, base_sha: str, ref: str) -> Comparison:
+def _missing_on_base(name: str, base_sha: str, ref: str, tests_failed: bool) -> Comparison:
     from perfgate.verdict import Verdict
 
+    said = f"the base {ref} measured no benchmark {name!r}: a new benchmark, nothing to compare"
+    if tests_failed:  # or one that fails there: say it rather than call it new
+        said += " (or one that fails at the base: tests failed in its sessions)"
     return Comparison(
         benchmark=name,
         verdict=Verdict.NO_BASELINE,
         baseline={"commit": base_sha, "how": f"A/B, base {ref}", "mode": "ab"},
         current={"mode": "ab"},
-        notes=[f"the base {ref} has no benchmark {name!r}: a new benchmark, nothing to compare"],
+        notes=[said],
     )

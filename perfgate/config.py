@@ -573,23 +573,26 @@ def project_directory(start: str | Path) -> Path:
     """
     from perfgate.store.git import work_tree
 
-    start = Path(start).resolve()
+    given = Path(start)
+    start = given.resolve()
     if not start.is_dir():
-        raise ConfigError(f"{start}: no such directory (expected a checkout of the project)")
+        raise ConfigError(f"{given}: no such directory (expected a checkout of the project)")
     top = work_tree(start)
-    if top is None or (top != start and top not in start.parents):
-        return start
-    ini_folder = None
-    for folder in (start, *start.parents):
-        if has_settings(folder):
-            return folder
-        if ini_folder is None and any(
-            _has_section(folder / name, section) for name, section in _PYTEST_INI
-        ):
-            ini_folder = folder
-        if folder == top:
-            break
-    return ini_folder or top
+    found = start
+    if top is not None and (top == start or top in start.parents):
+        ini_folder = None
+        for folder in (start, *start.parents):
+            if has_settings(folder):
+                found = folder
+                break
+            if ini_folder is None and any(
+                _has_section(folder / name, section) for name, section in _PYTEST_INI
+            ):
+                ini_folder = folder
+            if folder == top:
+                found = ini_folder or top
+                break
+    return given if found == start else found  # as given where it is the start (paths said)
 
 
 def _has_section(path: Path, section: str | None) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.analysis.compare import Comparison, Look, compare_runs, gated_value
-from perfgate.errors import PerfgateError
+from perfgate.errors import PerfgateError, StoreError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
 from perfgate.rules import Rules, Settings
 from perfgate.store.baselines import history, prepare_baseline, stored_envs, write_prepared
@@ -121,8 +121,14 @@ def gate_against_store(
             continue
         bench_rules, judged_look = judging_rules(current, settings, source)
         bench_rules = (rules or {}).get(name) or bench_rules
-        found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
         current_info = {"commit": current.get("commit"), "env": env}
+        try:
+            found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
+        except StoreError as exc:
+            # A damaged baseline is no missing one, and the other benchmarks are still
+            # judged: this one's verdict is error (both doors, plugin and compare).
+            comparisons.append(damaged_store(name, exc, current_info))
+            continue
         if not found:
             comparisons.append(_no_baseline(current, root, walk, lookup.strict, current_info))
             continue
@@ -160,6 +166,22 @@ def gate_against_store(
             )
         comparisons.append(comparison)
     return comparisons
+
+
+def damaged_store(benchmark: str, exc: StoreError, current: dict[str, Any]) -> Comparison:
+    """The ``error`` comparison of a benchmark whose baselines include a file perfgate cannot
+    use: passing as no-baseline would let every change through unjudged."""
+    return Comparison(
+        benchmark=benchmark,
+        verdict=Verdict.ERROR,
+        baseline={"commit": None, "path": exc.path},
+        current=current,
+        notes=[
+            f"the baseline store holds a file perfgate cannot use: {exc}; restore it from "
+            "git, or delete it and record that commit's baseline again (pytest --perfgate "
+            "--perfgate-update on it)"
+        ],
+    )
 
 
 def holds_measurement(record: RunRecord) -> bool:

@@ -548,8 +548,11 @@ def read_json(path: Path, what: str) -> object:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
+        # json's messages end in " at" where they give the place apart ("Unterminated string
+        # starting at"): the place is said first, the message ends as a phrase.
+        said = exc.msg.removesuffix(" at").removesuffix(" starting")
         raise PerfgateError(
-            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {said}"
         ) from None
     except RecursionError:
         raise PerfgateError(f"{path}: JSON nested too deep to be a {what}") from None

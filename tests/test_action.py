@@ -1179,6 +1179,20 @@ def test_a_job_without_a_checkout_that_records_nothing_does_not_fail(tmp_path: P
     assert "not inside a git repository" in stdout
 
 
+def test_a_merge_keeps_the_failed_tests_of_the_shards_that_list_them(tmp_path: Path) -> None:
+    from perfgate.action.merge_results import merge
+
+    broken = {"test": "test_io.py::test_parser", "when": "call"}
+    new = {**results_doc("a" * 40, [run_of("bert", "pass")]), "failed_elsewhere": [broken]}
+    new["strict"] = True
+    old = results_doc("a" * 40, [run_of("resnet", "pass")])  # a shard of an older perfgate
+    merged = merge([(tmp_path / "new.json", new), (tmp_path / "old.json", old)])
+    # The older shard's lack of the key dropped the other's failed test: a pass.
+    assert merged["failed_elsewhere"] == [broken]
+    # One strict shard made every shard's undecided verdicts fail the merged job.
+    assert merged["strict"] is False
+
+
 def test_merging_shards_that_measured_nothing_is_an_error_not_a_pass(tmp_path: Path) -> None:
     write_shard(tmp_path, "empty", "a" * 40, [])
     runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
@@ -1800,6 +1814,11 @@ def test_a_regression_hides_no_broken_test_and_strict_still_records_on_main(
     assert bench.returncode == 0, bench.stdout + bench.stderr
     outputs = push.outputs()
     assert (outputs["verdict"], outputs["exit-code"]) == ("regression", "1"), bench.stdout
+    # It said "performance regression in " and named nothing.
+    assert (
+        "::error::perfgate: --perfgate-strict fails undecided verdicts: known (no-baseline), "
+        "loop (no-baseline)"
+    ) in bench.stdout
     recorded = push.step(
         "commit_baselines",
         checkout,

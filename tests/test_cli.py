@@ -318,6 +318,70 @@ def test_a_results_file_is_compared_with_the_baseline_of_the_commit_it_measured(
     assert judged["baseline"]["how"] == f"merge-base of {measured[:12]} (measured) and main"
 
 
+def test_a_damaged_baseline_is_its_benchmarks_error_and_the_others_are_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfgate.sides import load_side
+
+    repo, _ = _repo_with_a_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for name in ("resnet", "bert"):
+        assert main(["baseline", "update", "--from", str(LEVEL1), "--benchmark", name]) == 0
+    repo.git.add("-A")
+    head = repo.index.commit("perfgate: baselines").hexsha
+    [damaged] = (tmp_path / "baselines" / "bert").rglob("*.json")
+    damaged.write_text(damaged.read_text()[:200])
+    [record] = load_side(LEVEL1, benchmark="resnet").records
+    runs = [
+        {**record, "benchmark": n, "commit": head, "verdict": "pass"} for n in ("bert", "resnet")
+    ]
+    results = tmp_path / "results.json"
+    results.write_text(
+        json.dumps(
+            {"format": "perfgate.results", "format_version": 2, "commit": head, "runs": runs}
+        )
+    )
+    capsys.readouterr()
+    # It was one error line and no report at all: resnet went unjudged with bert.
+    assert main(["compare", str(results), "--format", "json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    verdicts = {b["benchmark"]: b["verdict"] for b in document["benchmarks"]}
+    assert verdicts["bert"] == "error" and verdicts["resnet"] != "error"
+    [bert] = [b for b in document["benchmarks"] if b["benchmark"] == "bert"]
+    # The reason ended mid-sentence: "… column 18: Unterminated string starting at".
+    assert bert["notes"][0].startswith(
+        f"the baseline store holds a file perfgate cannot use: {damaged.relative_to(tmp_path)}: "
+        "not valid JSON at "
+        "line 8, column 18: Unterminated string; restore it from git"
+    ), bert["notes"]
+    assert bert["baseline"]["path"] == str(damaged.relative_to(tmp_path))
+
+
+def test_a_configured_baseline_branch_that_is_not_there_is_an_error_in_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, _ = _repo_with_a_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["baseline", "update", "--from", str(LEVEL1), "--benchmark", "resnet"]) == 0
+    (tmp_path / "perfgate.yaml").write_text("baseline: {branch: trunk}\n")
+    repo.git.add("-A")
+    repo.index.commit("baselines, and a branch name misspelt")
+    capsys.readouterr()
+    said = (
+        f"perfgate: error: {tmp_path}: no branch 'trunk' (looked for trunk and origin/trunk; "
+        "fetch it, or set baseline.branch in the configuration)\n"
+    )
+    # compare and show walked HEAD instead ("HEAD (no branch trunk or origin/trunk)", rc 0),
+    # history called HEAD's first parents the main line; only prune said so.
+    for command in (
+        ["compare", str(LEVEL1), "--benchmark", "resnet"],
+        ["history", "resnet"],
+        ["baseline", "prune", "--keep", "1"],
+    ):
+        assert main(command) == 2, command
+        assert capsys.readouterr().err == said, command
+
+
 def test_baseline_recorded_on_main_gates_a_feature_branch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

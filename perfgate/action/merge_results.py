@@ -59,11 +59,16 @@ def merge(documents: Sequence[tuple[Path, ResultsDocument]]) -> dict[str, Any]:
         "branch": next((doc["branch"] for _, doc in documents if doc.get("branch")), None),
         "dirty": any(bool(doc.get("dirty")) for _, doc in documents),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "strict": any(doc.get("strict") is True for _, doc in documents),
-        # Where every shard says which tests failed outside the gate, so does the merge.
+        # Strict when every shard was (a shard's own job already failed on its strictness).
+        "strict": all(doc.get("strict") is True for _, doc in documents),
+        # The tests the shards that say so failed outside the gate (older shards do not).
         **(
-            {"failed_elsewhere": [f for _, doc in documents for f in doc["failed_elsewhere"]]}
-            if all("failed_elsewhere" in doc for _, doc in documents)
+            {
+                "failed_elsewhere": [
+                    f for _, doc in documents for f in doc.get("failed_elsewhere", [])
+                ]
+            }
+            if any("failed_elsewhere" in doc for _, doc in documents)
             else {}
         ),
         "runs": runs,

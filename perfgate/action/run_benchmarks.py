@@ -337,7 +337,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         markdown = f"> [!CAUTION]\n> **perfgate could not gate this run**: {note}\n\n{markdown}"
     elif verdict == REGRESSION:
         names = [str(r.get("benchmark")) for r in runs or [] if r.get("verdict") == REGRESSION]
-        annotate("error", "perfgate: performance regression in " + ", ".join(names))
+        # --perfgate-strict fails undecided verdicts too: named with theirs.
+        undecided = [
+            f"{r.get('benchmark')} ({r.get('verdict')})"
+            for r in runs or []
+            if r.get("verdict") not in (REGRESSION, Verdict.PASS.value, Verdict.IMPROVEMENT.value)
+        ]
+        failing = []
+        if names:
+            failing.append("performance regression in " + ", ".join(names))
+        if undecided:
+            failing.append("--perfgate-strict fails undecided verdicts: " + ", ".join(undecided))
+        annotate("error", "perfgate: " + "; ".join(failing))
     changed = baseline_changes(cwd, load_event()) if not paths else []
     if changed:
         shown = ", ".join(map(md.code, changed[:5])) + (

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import pytest
 
 from perfgate.analysis.compare import Comparison, Look
-from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
+from perfgate.errors import ConfigError, PerfgateError, clipped, shown
 from perfgate.profilers import measure, runner
 from perfgate.profilers.environment import check_msprof_environment
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
@@ -53,10 +53,10 @@ class Benchmark:
             self.rules = self._rules(options.get("thresholds"))
         except PerfgateError as exc:
             problem = f"{node.nodeid}: {exc}"
-            session.keep_refusal(self.name, problem)  # a summary must not pass over it
+            session.keep_refusal(self.name, problem, node.nodeid)  # the summary must say it
             _fail(f"perfgate: {problem}")
         self.result: BenchmarkResult | None = None
-        self.failed_by_gate = False
+        self.gate_failure: BaseException | None = None  # what the verdict raised, if it failed
         self._started = False
 
     def _rules(self, thresholds: object) -> Rules:
@@ -317,8 +317,9 @@ class Benchmark:
         if fails(comparison.verdict, session.strict):
             from perfgate.report.compare import render_table
 
-            self.failed_by_gate = True  # the test's failure is the verdict's, and no other
-            _fail(render_table([comparison]))
+            # The test's failure is the verdict's: told apart from any other by its identity.
+            self.gate_failure = pytest.fail.Exception(render_table([comparison]), pytrace=False)
+            raise self.gate_failure
         return result
 
     def _gate(
@@ -355,34 +356,20 @@ class Benchmark:
                     rules={self.name: self.rules},
                     look=look,
                 )
-            except StoreError as exc:
-                # A damaged baseline is no missing one: passing as no-baseline would let
-                # every change through unjudged.
-                damaged = Comparison(
-                    benchmark=self.name,
-                    verdict=Verdict.ERROR,
-                    baseline={"commit": None, "path": exc.path},
-                    current={"commit": record.get("commit")},
-                    notes=[
-                        f"the baseline store holds a file perfgate cannot use: {exc}; restore "
-                        "it from git, or delete it and record that commit's baseline again "
-                        "(pytest --perfgate --perfgate-update on it)"
-                    ],
-                )
-                return damaged, look
             except PerfgateError as exc:
                 # Without git the baselines cannot be told apart by commit. Where some are
                 # stored, passing as no-baseline would let every change through unjudged
                 # (git refusing the checkout's owner, no git on the runner, no .git at all).
-                stored = stored_baselines(store_root(session.rootdir, session.settings), self.name)
+                root = store_root(session.rootdir, session.settings)
+                stored = stored_baselines(root, self.name, record["env"])
                 unfound = Comparison(
                     benchmark=self.name,
                     verdict=Verdict.ERROR if stored else Verdict.NO_BASELINE,
                     baseline={"commit": None},
                     current={"commit": record.get("commit")},
                     notes=[
-                        f"{stored} baseline(s) of {self.name} are stored, but none can be "
-                        f"looked up: {exc}"
+                        f"{stored} baseline(s) of {self.name} on {record['env']} are stored, "
+                        f"but none can be looked up: {exc}"
                         if stored
                         else f"no baseline lookup: {exc}"
                     ],
@@ -442,8 +429,9 @@ class Benchmark:
         if fails(comparison.verdict, session.strict):
             from perfgate.report.compare import render_table
 
-            self.failed_by_gate = True  # the test's failure is the verdict's, and no other
-            _fail(render_table([comparison]))
+            # The test's failure is the verdict's: told apart from any other by its identity.
+            self.gate_failure = pytest.fail.Exception(render_table([comparison]), pytrace=False)
+            raise self.gate_failure
         return result
 
     @property

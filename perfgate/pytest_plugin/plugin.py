@@ -174,14 +174,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     from perfgate.pytest_plugin.session import item_benchmark_name
 
-    session = config.stash.get(SESSION_KEY, None)
-    if session is not None and session.measure_only:
-        # A measuring process (--perfgate-update's others, an A/B side) runs the benchmarks
-        # only: another test failing there (at an A/B base, say) stopped the whole run.
-        others = [item for item in items if not _is_benchmark(item)]
-        if others:
-            config.hook.pytest_deselected(items=others)
-            items[:] = benchmarks
     # Problems fail their test at setup rather than stop the session here: an xdist worker
     # that raised in collection would crash pytest, and every worker collects every test,
     # so each one finds the same clashes.
@@ -264,7 +256,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     name, problem = refused
     session = item.config.stash.get(SESSION_KEY, None)
     if session is not None:  # in the reports too: a summary must not pass over it
-        session.keep_refusal(name, problem.removeprefix("perfgate: "))
+        session.keep_refusal(name, problem.removeprefix("perfgate: "), item.nodeid)
     raise pytest.fail.Exception(problem, pytrace=False)
 
 
@@ -293,11 +285,16 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
     benchmark = item.stash.get(BENCHMARK_KEY, None)
-    xfailed = report.when == "call" and report.skipped and hasattr(report, "wasxfail")
-    if benchmark is not None and xfailed:  # failed, as an xfail mark expects
-        benchmark.expected_to_fail()
-    failed_by_gate = benchmark is not None and benchmark.failed_by_gate
-    if failed_by_gate and report.failed and report.when == "call":
+    if report.skipped and hasattr(report, "wasxfail"):  # failed, as an xfail mark expects
+        if benchmark is not None:
+            benchmark.expected_to_fail()
+        session = item.config.stash.get(SESSION_KEY, None)
+        if session is not None:
+            session.drop_refusal(item.nodeid)
+    # The verdict's failure, in whatever phase it came (a fixture may run the benchmark).
+    gate_failure = benchmark.gate_failure if benchmark is not None else None
+    raised = call.excinfo.value if call.excinfo is not None else None
+    if report.failed and gate_failure is not None and raised is gate_failure:
         report.user_properties.append(GATE_FAILURE)  # xdist sends it to the controller too
     return report
 

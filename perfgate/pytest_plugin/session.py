@@ -55,6 +55,7 @@ class PerfgateSession:
     # Tests (and collections) pytest failed for reasons other than a benchmark's verdict: a
     # job must not read the verdicts alone as the session's outcome.
     failed_elsewhere: list[dict[str, str]] = field(default_factory=list)
+    refused_tests: dict[str, str] = field(default_factory=dict)  # node id → name reported
     # Which process of a multi-process measurement this session is (0: the one the user
     # started), and where a measuring-only session leaves each benchmark's record.
     process: int = 0
@@ -179,13 +180,28 @@ class PerfgateSession:
             )
         self.names[name] = nodeid
 
-    def keep_refusal(self, name: str, reason: str) -> None:
+    def keep_refusal(self, name: str, reason: str, nodeid: str) -> None:
         """A benchmark refused before its test ran (declared wrongly) goes into the reports as
-        an ``error``; once, however many tests share its problem."""
+        an ``error``; once, however many tests share its name, saying each problem."""
         from perfgate.pytest_plugin.fixture import unmeasured_result
 
-        if all(result.record["benchmark"] != name for result in self.results):
-            self.results.append(unmeasured_result(self, name, reason))
+        self.refused_tests[nodeid] = name
+        note = f"not measured: {reason}"
+        for result in self.results:
+            if result.record["benchmark"] == name:
+                if _refusal(result) and result.comparison and note not in result.comparison.notes:
+                    result.comparison.notes.append(note)
+                return
+        self.results.append(unmeasured_result(self, name, reason))
+
+    def drop_refusal(self, nodeid: str) -> None:
+        """The refused test failed as its ``xfail`` mark expects: like any xfailed benchmark,
+        in no report."""
+        name = self.refused_tests.pop(nodeid, None)
+        if name is not None and name not in self.refused_tests.values():
+            self.results[:] = [
+                r for r in self.results if not (r.record["benchmark"] == name and _refusal(r))
+            ]
 
     def profile_dir(self, name: str) -> Path:
         path = self.out_dir / "profiles" / name
@@ -297,13 +313,23 @@ class PerfgateSession:
         _write_text(target, json.dumps(payload, allow_nan=False))
 
     def merge_partials(self) -> None:
+        refused = {(r.record["benchmark"], r.record["env"]): r for r in self.results if _refusal(r)}
         for path in sorted(self.partial_dir.glob("*.json")) if self.partial_dir.is_dir() else []:
             for run in json.loads(path.read_text(encoding="utf-8")):
                 result = BenchmarkResult.from_dict(run)
                 # Every worker collects every test and finds the same wrongly declared
-                # benchmarks: the tests of one refused name can run on two workers.
-                if all(result.as_dict() != kept.as_dict() for kept in self.results):
-                    self.results.append(result)
+                # benchmarks: the tests of one refused name can run on two workers, each
+                # with its own words. One run of a name, saying all of them.
+                key = (result.record["benchmark"], result.record["env"])
+                kept = refused.get(key)
+                if kept is not None and _refusal(result):
+                    assert kept.comparison is not None and result.comparison is not None
+                    notes = kept.comparison.notes
+                    notes.extend(n for n in result.comparison.notes if n not in notes)
+                    continue
+                if _refusal(result):
+                    refused[key] = result
+                self.results.append(result)
             path.unlink()
         self.results.sort(key=lambda r: r.record["benchmark"])
 
@@ -368,6 +394,15 @@ class PerfgateSession:
                 "no baseline yet for some benchmarks on this runner: record them with "
                 "`pytest --perfgate --perfgate-update` (on the baseline branch, clean tree)"
             )
+
+
+def _refusal(result: BenchmarkResult) -> bool:
+    """Whether ``result`` is the error of a benchmark that measured nothing (refused, or
+    crashed before its first step)."""
+    from perfgate.gate import holds_measurement
+
+    verdict = result.comparison.verdict if result.comparison is not None else None
+    return verdict is Verdict.ERROR and not holds_measurement(result.record)
 
 
 def project_root(config: pytest.Config) -> Path:

@@ -231,13 +231,11 @@ def stored_envs(root: Path, benchmark: str) -> list[str]:
     )
 
 
-def stored_baselines(root: Path, benchmark: str) -> int:
-    """How many baseline files of ``benchmark`` the store holds, on every env (directory
-    listings only); 0 where the store cannot be listed either."""
+def stored_baselines(root: Path, benchmark: str, env: str) -> int:
+    """How many baseline files of ``benchmark`` on ``env`` the store holds (a directory
+    listing); 0 where the store cannot be listed either."""
     try:
-        return sum(
-            len(stored_commits(root, benchmark, env)) for env in stored_envs(root, benchmark)
-        )
+        return len(stored_commits(root, benchmark, env))
     except PerfgateError:
         return 0
 

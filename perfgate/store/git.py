@@ -265,11 +265,15 @@ def main_line(repo_dir: Path, baseline_branch: str | None = None) -> list[str]:
         branch = baseline_branch or _default_branch(repo)
         ref = _branch_ref(repo, branch)
         if ref is None:
-            raise PerfgateError(
-                f"{repo_dir}: no branch {branch!r} (looked for {branch} and "
-                f"origin/{branch}; fetch it, or set baseline.branch in the configuration)"
-            )
+            raise PerfgateError(_no_branch(repo_dir, branch))
         return _first_parents(repo, _resolve(repo, repo_dir, ref), None)
+
+
+def _no_branch(repo_dir: Path, branch: str) -> str:
+    return (
+        f"{Path(repo_dir).resolve()}: no branch {branch!r} (looked for {branch} and "
+        f"origin/{branch}; fetch it, or set baseline.branch in the configuration)"
+    )
 
 
 def baseline_candidates(
@@ -336,6 +340,11 @@ def baseline_walk(
                 )
             head, name = sha, f"{sha[:12]} (measured)"
         branch = baseline_branch or _default_branch(repo)
+        if baseline_branch is not None and _branch_ref(repo, baseline_branch) is None:
+            # A branch named in the configuration (or the action's input) that is not there
+            # is a typo or a missing fetch: walking HEAD instead judged against the branch's
+            # own baselines, calling them the main line's.
+            raise PerfgateError(_no_branch(repo_dir, baseline_branch))
         if start_ref is not None:
             start, how = _resolve(repo, repo_dir, start_ref), f"--baseline-ref {start_ref}"
         else:
