@@ -403,7 +403,12 @@ def history_along_main(
         is not None
     ]
     # How far was looked: a baseline further back is not "none".
-    looked_at = f"on the main line within the {len(candidates)} commit(s) looked at"
-    return analyse(
-        points, rule, benchmark=benchmark, env=env, looked_at=f"{looked_at} (--max-depth {depth})"
+    looked_at = (
+        f"on the main line within the {len(candidates)} commit(s) looked at (--max-depth {depth})"
     )
+    if found and not points:  # there are baselines: they lack the metric
+        looked_at = (
+            f"with {metric} {looked_at}: the {len(found)} found there hold none (recorded "
+            "without a profiler, or by one that does not measure it)"
+        )
+    return analyse(points, rule, benchmark=benchmark, env=env, looked_at=looked_at)

@@ -382,6 +382,32 @@ def test_a_configured_baseline_branch_that_is_not_there_is_an_error_in_every_com
         assert capsys.readouterr().err == said, command
 
 
+def test_history_of_a_metric_the_baselines_lack_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfgate.sides import load_side
+
+    repo, head = _repo_with_a_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    [record] = load_side(LEVEL1, benchmark="resnet").records
+    samples = {k: v for k, v in record["samples"].items() if k != "utilization"}
+    results = tmp_path / "results.json"
+    run = {**record, "samples": samples, "commit": head, "verdict": "no-baseline"}
+    document = {"format": "perfgate.results", "format_version": 2, "commit": head, "runs": [run]}
+    results.write_text(json.dumps(document))
+    assert main(["baseline", "update", "--from", str(results)]) == 0
+    repo.git.add("baselines")
+    repo.index.commit("perfgate: baselines")
+    capsys.readouterr()
+    assert main(["history", "resnet", "--metric", "utilization"]) == 0
+    # It said "no baselines on the main line", of a store holding one.
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "note: no baselines with utilization on the main line within the 2 commit(s) looked "
+        "at (--max-depth 200): the 1 found there hold none (recorded without a profiler, or "
+        "by one that does not measure it)"
+    )
+
+
 def test_baseline_recorded_on_main_gates_a_feature_branch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
