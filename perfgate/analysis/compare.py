@@ -1046,22 +1046,30 @@ def look_back(
                 break
             continue
         kept.append(index)
-    newest = _newest_segment(sessions, rule, log)
+    newest = _newest_segment(sessions, kept, rule, stats, log)
     return [index for index in kept if index < newest]
 
 
 # A change point of history ends the look-back when it moved the level by at least this
 # part of the threshold: smaller steps (history finds +0.1% in a near noiseless series)
 # hardly move the reference, and the baselines beyond them still measure the noise.
-STEP_SHARE_OF_THRESHOLD = 0.25
+STEP_SHARE_OF_THRESHOLD = 0.5
 
 
-def _newest_segment(sessions: Sequence[RoundValues], rule: MetricRule, log: bool) -> int:
+def _newest_segment(
+    sessions: Sequence[RoundValues],
+    kept: Sequence[int],
+    rule: MetricRule,
+    stats: Statistics,
+    log: bool,
+) -> int:
     """How many of ``sessions`` (nearest first) lie after the newest change point of the
     series that ``perfgate history`` finds (:mod:`perfgate.analysis.history`) that moved the
-    level by :data:`STEP_SHARE_OF_THRESHOLD` of the threshold or more: a step under the
-    threshold that history reports ends the look-back too, rather than mix two levels into
-    the reference (a -3.9% step and a +7% change were judged as +4.9%)."""
+    level by :data:`STEP_SHARE_OF_THRESHOLD` of the threshold or more, each side's level
+    taken from the sessions ``kept`` (a one-off that the look-back steps over, a change
+    tried and reverted, moves no level): a step under the threshold that history reports
+    ends the look-back too, rather than mix two levels into the reference (a -3.9% step
+    and a +7% change were judged as +4.9%)."""
     from perfgate.analysis.history import MIN_POINTS, change_indexes, series_noise
 
     measured = [i for i, session in enumerate(sessions) if session.rounds]
@@ -1070,11 +1078,26 @@ def _newest_segment(sessions: Sequence[RoundValues], rule: MetricRule, log: bool
     oldest_first = measured[::-1]
     values = np.asarray([sessions[i].centre() for i in oldest_first], dtype=np.float64)
     bounds = [0, *change_indexes(values, series_noise(values)), values.size]
+    kept_here = np.isin(np.asarray(oldest_first), np.asarray(kept, dtype=np.int64))
     for before, start, end in reversed(list(zip(bounds, bounds[1:], bounds[2:]))):
-        level_before = _metric_value(log, float(np.median(values[before:start])))
-        level_after = _metric_value(log, float(np.median(values[start:end])))
+        old, new = (
+            values[before:start][kept_here[before:start]],
+            values[start:end][kept_here[start:end]],
+        )
+        if not old.size or not new.size:
+            continue
+        level_before = _metric_value(log, float(np.median(old)))
+        level_after = _metric_value(log, float(np.median(new)))
         step = abs(rule.threshold.change(level_before, level_after))
-        if step >= STEP_SHARE_OF_THRESHOLD * rule.threshold.value:
+        if step < STEP_SHARE_OF_THRESHOLD * rule.threshold.value:
+            continue
+        # As the look-back's own steps: significant between the two sides' rounds.
+        sides = [
+            _pool([sessions[oldest_first[k]] for k in range(a, b) if kept_here[k]])
+            for a, b in ((before, start), (start, end))
+        ]
+        diff = difference(sides[0], sides[1])
+        if diff is None or min(diff.p_greater(), diff.p_less()) < stats.alpha:
             return oldest_first[start] + 1
     return len(sessions)
 
