@@ -1181,12 +1181,16 @@ def test_a_job_without_a_checkout_that_records_nothing_does_not_fail(tmp_path: P
 
 def test_a_merge_keeps_the_failed_tests_of_the_shards_that_list_them(tmp_path: Path) -> None:
     from perfgate.action.merge_results import merge
+    from perfgate.records import validate_results
 
     broken = {"test": "test_io.py::test_parser", "when": "call"}
     new = {**results_doc("a" * 40, [run_of("bert", "pass")]), "failed_elsewhere": [broken]}
     new["strict"] = True
     old = results_doc("a" * 40, [run_of("resnet", "pass")])  # a shard of an older perfgate
-    merged = merge([(tmp_path / "new.json", new), (tmp_path / "old.json", old)])
+    shards = [
+        (tmp_path / name, validate_results(doc, name)) for name, doc in (("new", new), ("old", old))
+    ]
+    merged = merge(shards)
     # The older shard's lack of the key dropped the other's failed test: a pass.
     assert merged["failed_elsewhere"] == [broken]
     # One strict shard made every shard's undecided verdicts fail the merged job.
