@@ -341,9 +341,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for line in settings.misnamed(record["benchmark"] for record in current.records):
         print(f"perfgate: warning: {line}", file=sys.stderr)
     if len(args.sides) == 1:
-        # A results file's runs are looked up as the plugin did, from the commit they were
+        # A results file's runs are looked up as the plugin did, from the commit each was
         # measured at, whatever is checked out now.
-        measured = {str(r["commit"]) for r in current.records if r.get("commit")}
         comparisons = gate_against_store(
             current.records,
             settings,
@@ -351,7 +350,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 repo_dir=Path(args.repo),
                 baseline_ref=args.baseline_ref,
                 strict=bool(args.strict),
-                measured_at=measured.pop() if len(measured) == 1 else None,
+                from_measured_commit=current.kind == "results",
             ),
             source=current.path,
         )
@@ -610,13 +609,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
-    from perfgate.ab import repository_top, run_ab
-    from perfgate.config import load_settings
+    from perfgate.ab import run_ab
     from perfgate.report.results import BenchmarkResult, results_document
 
-    # The sessions' pytest finds the configuration at the repository's root (its rootdir): the
-    # verdict must use the same thresholds, from wherever the command is started.
-    settings = load_settings(args.config, root=repository_top(Path(args.repo)))
+    # The settings the sessions' pytest takes where it starts (the project's folder, as for
+    # every command): the verdict must use the same thresholds.
+    settings = _settings(args)
     pairs = args.pairs or settings.rules.statistics.ab_pairs
     out = Path(args.out)
     _clear_ab_output(out)

@@ -550,11 +550,14 @@ def _settings_file(path: Path) -> bool:
     raise ConfigError(f"{path}: is {kind} (expected a configuration file, or nothing there)")
 
 
-# pytest's ini files, and the section of each that makes it one (None: the file alone does).
+# pytest's configuration files, in the order it looks for them in a folder, and the table
+# that makes each one (None: the file alone does).
 _PYTEST_INI = (
+    ("pytest.toml", None),
+    (".pytest.toml", None),
     ("pytest.ini", None),
     (".pytest.ini", None),
-    ("pyproject.toml", "[tool.pytest.ini_options]"),
+    ("pyproject.toml", "[tool.pytest"),  # [tool.pytest] (pytest 9) or .ini_options
     ("tox.ini", "[pytest]"),
     ("setup.cfg", "[tool:pytest]"),
 )
@@ -562,11 +565,13 @@ _PYTEST_INI = (
 
 def project_directory(start: str | Path) -> Path:
     """The folder whose settings and baseline store the CLI uses when started in ``start``:
-    what the pytest plugin takes there (``pytest_plugin.session.project_root``). From
-    ``start`` up to the top of its git work tree, the nearest folder with perfgate's settings;
-    else the nearest with a pytest ini file (pytest's rootdir); else the top. Outside git,
-    ``start``. A run from ``bench/`` read ``bench/perfgate.yaml`` and ``bench/baselines/``,
-    which no gate uses.
+    the one ``pytest --perfgate`` started there takes (``pytest_plugin.session.
+    project_root``, from pytest's rootdir). The rootdir: the nearest folder from ``start``
+    up with a pytest configuration file, else with a pyproject.toml, else ``start``. From
+    it up to the top of the git work tree, the nearest folder with perfgate's settings;
+    else the rootdir when a file fixed it, else the top. Outside git, the rootdir. (A run
+    from ``bench/`` read ``bench/perfgate.yaml`` and ``bench/baselines/``, which no gate
+    uses.)
 
     Raises:
         ConfigError: ``start`` is no directory.
@@ -577,20 +582,28 @@ def project_directory(start: str | Path) -> Path:
     start = given.resolve()
     if not start.is_dir():
         raise ConfigError(f"{given}: no such directory (expected a checkout of the project)")
-    top = work_tree(start)
-    found = start
-    if top is not None and (top == start or top in start.parents):
-        ini_folder = None
-        for folder in (start, *start.parents):
+    ini_folder = next(
+        (
+            folder
+            for folder in (start, *start.parents)
+            if any(_has_section(folder / name, table) for name, table in _PYTEST_INI)
+        ),
+        None,
+    )
+    if ini_folder is None:  # pytest ≥ 8.1 then takes a pyproject.toml without its table
+        ini_folder = next(
+            (f for f in (start, *start.parents) if (f / "pyproject.toml").is_file()), None
+        )
+    rootdir = ini_folder or start
+    top = work_tree(rootdir)
+    found = rootdir
+    if top is not None and (top == rootdir or top in rootdir.parents):
+        found = ini_folder or top
+        for folder in (rootdir, *rootdir.parents):
             if has_settings(folder):
                 found = folder
                 break
-            if ini_folder is None and any(
-                _has_section(folder / name, section) for name, section in _PYTEST_INI
-            ):
-                ini_folder = folder
             if folder == top:
-                found = ini_folder or top
                 break
     return given if found == start else found  # as given where it is the start (paths said)
 

@@ -81,9 +81,9 @@ class StoreLookup:
     baseline_ref: str | None = None
     exclude_head: bool = False
     strict: bool = False
-    # The commit the runs were measured at, when it is not the one checked out (a results
-    # file compared later): baselines are looked up as they were for it.
-    measured_at: str | None = None
+    # Look each run's baselines up from the commit it was measured at (a results file
+    # compared later, whatever is checked out), as the plugin did when it measured it.
+    from_measured_commit: bool = False
 
 
 def store_root(repo_dir: Path, settings: Settings) -> Path:
@@ -105,17 +105,25 @@ def gate_against_store(
     file's run is judged as when it was measured (:func:`judging_rules`; ``source``, the
     file, names a run in its errors)."""
     root = store_root(lookup.repo_dir, settings)
-    walk = baseline_walk(
-        lookup.repo_dir,
-        baseline_branch=settings.baseline.branch,
-        start_ref=lookup.baseline_ref,
-        max_depth=settings.baseline.max_depth,
-        exclude_head=lookup.exclude_head,
-        head_ref=lookup.measured_at,
-    )
+    walks: dict[str | None, Walk] = {}
+
+    def walk_for(commit: str | None) -> Walk:
+        if commit not in walks:
+            walks[commit] = baseline_walk(
+                lookup.repo_dir,
+                baseline_branch=settings.baseline.branch,
+                start_ref=lookup.baseline_ref,
+                max_depth=settings.baseline.max_depth,
+                exclude_head=lookup.exclude_head,
+                head_ref=commit,
+            )
+        return walks[commit]
+
     comparisons = []
     for current in currents:
         name, env = current["benchmark"], current["env"]
+        measured = current.get("commit") if lookup.from_measured_commit else None
+        walk = walk_for(str(measured) if measured else None)
         if (crashed := unmeasured(current)) is not None:
             comparisons.append(crashed)
             continue

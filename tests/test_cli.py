@@ -316,6 +316,21 @@ def test_a_results_file_is_compared_with_the_baseline_of_the_commit_it_measured(
     # the plugin compared the run with when it measured it.
     assert judged["baseline"]["commit"] == first != later
     assert judged["baseline"]["how"] == f"merge-base of {measured[:12]} (measured) and main"
+    # A measured commit this clone lacks (rebased away, beyond a shallow clone): HEAD, said.
+    gone = "f" * 40
+    document["commit"] = gone
+    document["runs"] = [{**record, "commit": gone, "verdict": "pass"}]
+    results.write_text(json.dumps(document))
+    assert main(["compare", str(results), "--format", "json"]) in (0, 1)
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert judged["baseline"]["commit"] == later
+    assert judged["baseline"]["how"] == (
+        "first parents of HEAD (the measured ffffffffffff is not in this repository) on main"
+    )
+    # --baseline-ref names the start whatever was measured (it was the same error).
+    assert main(["compare", str(results), "--baseline-ref", first, "--format", "json"]) in (0, 1)
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert judged["baseline"]["commit"] == first
 
 
 def test_a_damaged_baseline_is_its_benchmarks_error_and_the_others_are_judged(

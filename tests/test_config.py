@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import GitRepo
 
 from perfgate.config import default_settings, load_settings, parse_threshold
 from perfgate.errors import ConfigError
@@ -377,3 +378,33 @@ def test_a_pyproject_without_a_perfgate_section_beside_perfgate_yaml_is_no_secon
     (tmp_path / "perfgate.yaml").write_text("statistics: {alpha: 0.01}\n")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "model"\n[tool.ruff]\n')
     assert load_settings(None, root=tmp_path).source == str(tmp_path / "perfgate.yaml")
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # pytest 9's pytest.toml in bench/ makes bench/ the rootdir: the plugin's store
+        # was bench/baselines/, the CLI's the top's.
+        ({"bench/pytest.toml": "[pytest]\n"}, "bench"),
+        # A pyproject.toml without a pytest table is pytest's rootdir too (pytest ≥ 8.1).
+        ({"bench/pyproject.toml": "[project]\nname = 'x'\n"}, "bench"),
+        # An ini file at the top fixes the rootdir there, and the plugin looks for settings
+        # from it upwards only: bench/perfgate.yaml is not the project's.
+        ({"pytest.ini": "[pytest]\n", "bench/perfgate.yaml": "thresholds: {}\n"}, "."),
+        # No pytest file: the nearest folder with perfgate's settings.
+        ({"bench/perfgate.yaml": "thresholds: {}\n"}, "bench"),
+        ({"perfgate.yaml": "thresholds: {}\n"}, "."),
+    ],
+)
+def test_the_clis_project_folder_is_the_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str], expected: str
+) -> None:
+    from perfgate.config import project_directory
+
+    GitRepo(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "bench" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "bench" / "deeper")
+    assert Path(project_directory(".")).resolve() == (tmp_path / expected).resolve()

@@ -744,6 +744,12 @@ def strict_in_setup(perfgate):
 def test_measured_by_a_fixture(strict_in_setup):
     pass
 
+def test_wrapping_the_verdict(perfgate):
+    try:
+        perfgate.run(lambda: sum(range(200)), steps=3, warmup=1)
+    except BaseException as exc:
+        raise RuntimeError("the benchmark harness failed") from exc
+
 @pytest.mark.xfail(reason="thresholds being reworked")
 @pytest.mark.perfgate(thresholds={"step_time": {"max_increase": "a lot"}})
 def test_expected_refusal(perfgate):
@@ -767,7 +773,7 @@ def test_refusals_across_workers_and_verdicts_in_fixtures_keep_the_results_reada
     path = project.path / "perfgate-out" / "results.json"
     document = json.loads(path.read_text())
     by_name = {run["benchmark"]: run for run in document["runs"]}
-    assert sorted(by_name) == ["foo", "measured_by_a_fixture"]
+    assert sorted(by_name) == ["foo", "measured_by_a_fixture", "wrapping_the_verdict"]
     notes = by_name["foo"]["comparison"]["notes"]
     assert len(notes) == 4 and all("has no argument 'warmups'" in n for n in notes), notes
     # --perfgate-strict failed the benchmark a fixture ran, at setup: its verdict's failure,
@@ -780,6 +786,46 @@ def test_refusals_across_workers_and_verdicts_in_fixtures_keep_the_results_reada
     report = project.run(sys.executable, "-m", "perfgate", "report", str(path))
     assert report.ret == 2, report.stderr.str()  # foo's error, read and rendered
     assert "[ERROR] foo" in report.stdout.str()
+
+
+FLAKY = """
+from pathlib import Path
+
+def test_flaky(perfgate):
+    marker = Path("attempted")
+    first = not marker.exists()
+    marker.touch()
+
+    def step():
+        if first:
+            raise ConnectionError("the data loader lost its worker")
+
+    perfgate.run(step, steps=3, warmup=1)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_a_rerun_benchmark_is_one_run_in_the_results_its_last_attempt(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    if workers:
+        pytest.importorskip("xdist")
+    project.makepyfile(test_flaky=FLAKY)
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "--reruns", "1", *workers, "test_flaky.py"
+    )
+    # Each attempt added a run of 'flaky': pytest green, and a results file that compare,
+    # report and baseline update all refused ("runs[1] … is already runs[0]").
+    assert {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "rerun")} == {
+        "passed": 1,
+        "rerun": 1,
+    }, result.stdout.str()
+    path = project.path / "perfgate-out" / "results.json"
+    [run] = json.loads(path.read_text())["runs"]
+    assert (run["benchmark"], run["verdict"]) == ("flaky", "no-baseline")
+    update = project.run(sys.executable, "-m", "perfgate", "baseline", "update", "--from", path)
+    assert update.ret == 0, update.stderr.str()
 
 
 CRASHING = """

@@ -38,7 +38,7 @@ from perfgate.action import (
     run_main,
     set_output,
 )
-from perfgate.config import load_settings
+from perfgate.config import load_settings, project_directory
 from perfgate.errors import PerfgateError
 from perfgate.sides import load_results_file
 from perfgate.store.git import default_branch
@@ -190,7 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backoff", type=float, default=2.0, help="first wait, seconds")
     args = parser.parse_args(argv)
     cwd = Path.cwd()
-    settings = load_settings(None, root=cwd)
+    # The project's settings and store, as pytest --perfgate and the CLI take them from here
+    # (working-directory: bench/ with the settings at the top).
+    project = project_directory(cwd)
+    settings = load_settings(None, root=project)
     mode = choice_input("PERFGATE_UPDATE_BASELINES", ("auto", "always", "never"), "auto")
     event_name = env_input("GITHUB_EVENT_NAME")
     if mode == "always":
@@ -248,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = with_token(cwd, args.remote, env_input("PERFGATE_TOKEN"), dict(os.environ))
     sha = commit_and_push(
         cwd,
-        [settings.baseline.dir],
+        [str(Path(project).resolve() / settings.baseline.dir)],
         f"{SUBJECT}{head[0]}\n\nRecorded by the perfgate action from {results.name}.\n\n[skip ci]",
         branch,
         remote=args.remote,
@@ -259,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sha is None:
         annotate("notice", "perfgate: the baselines were already committed; nothing to push")
     set_output("baseline-commit", sha or "")
-    report_new_change_points(cwd, results)
+    report_new_change_points(Path(project), results)
     return 0
 
 

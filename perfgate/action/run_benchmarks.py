@@ -241,11 +241,12 @@ def baseline_changes(cwd: Path, event: Mapping[str, Any]) -> list[str]:
     merge_base = git_output(cwd, "merge-base", "HEAD", f"origin/{ref}")
     if not merge_base:
         return []
-    from perfgate.config import load_settings
+    from perfgate.config import load_settings, project_directory
     from perfgate.errors import PerfgateError
 
     try:
-        store = load_settings(None, root=cwd).baseline.dir
+        project = Path(project_directory(cwd)).resolve()
+        store = project / load_settings(None, root=project).baseline.dir
     except PerfgateError:
         return []  # pytest says what is wrong with the configuration
     listed = git_output(

@@ -477,7 +477,12 @@ class Benchmark:
             self._keep(unmeasured_result(self.session, self.name, reason))
 
     def _keep(self, result: BenchmarkResult) -> BenchmarkResult:
-        self.session.results.append(result)
+        # A rerun of the test (pytest-rerunfailures) measures again: the last attempt is
+        # the benchmark's run, as its outcome is the test's (two runs of a name would make
+        # the results file invalid).
+        results = self.session.results
+        results[:] = [r for r in results if r.record["benchmark"] != self.name]
+        results.append(result)
         self.result = result
         return result
 

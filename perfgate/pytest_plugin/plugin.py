@@ -294,9 +294,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # The verdict's failure, in whatever phase it came (a fixture may run the benchmark).
     gate_failure = benchmark.gate_failure if benchmark is not None else None
     raised = call.excinfo.value if call.excinfo is not None else None
-    if report.failed and gate_failure is not None and raised is gate_failure:
+    if report.failed and gate_failure is not None and _raised_by(raised, gate_failure):
         report.user_properties.append(GATE_FAILURE)  # xdist sends it to the controller too
     return report
+
+
+def _raised_by(raised: BaseException | None, cause: BaseException) -> bool:
+    """Whether ``raised`` is ``cause``, or was raised for it (``raise … from`` it, or while
+    handling it): a test that wraps the verdict's failure failed for the verdict."""
+    seen: set[int] = set()
+    while raised is not None and id(raised) not in seen:
+        if raised is cause:
+            return True
+        seen.add(id(raised))
+        raised = raised.__cause__ or raised.__context__
+    return False
 
 
 # What marks a test report whose failure is a benchmark's verdict (pytest_runtest_makereport).

@@ -189,7 +189,7 @@ class PerfgateSession:
         note = f"not measured: {reason}"
         for result in self.results:
             if result.record["benchmark"] == name:
-                if _refusal(result) and result.comparison and note not in result.comparison.notes:
+                if is_refusal(result) and result.comparison and note not in result.comparison.notes:
                     result.comparison.notes.append(note)
                 return
         self.results.append(unmeasured_result(self, name, reason))
@@ -200,7 +200,7 @@ class PerfgateSession:
         name = self.refused_tests.pop(nodeid, None)
         if name is not None and name not in self.refused_tests.values():
             self.results[:] = [
-                r for r in self.results if not (r.record["benchmark"] == name and _refusal(r))
+                r for r in self.results if not (r.record["benchmark"] == name and is_refusal(r))
             ]
 
     def profile_dir(self, name: str) -> Path:
@@ -313,7 +313,9 @@ class PerfgateSession:
         _write_text(target, json.dumps(payload, allow_nan=False))
 
     def merge_partials(self) -> None:
-        refused = {(r.record["benchmark"], r.record["env"]): r for r in self.results if _refusal(r)}
+        refused = {
+            (r.record["benchmark"], r.record["env"]): r for r in self.results if is_refusal(r)
+        }
         for path in sorted(self.partial_dir.glob("*.json")) if self.partial_dir.is_dir() else []:
             for run in json.loads(path.read_text(encoding="utf-8")):
                 result = BenchmarkResult.from_dict(run)
@@ -322,12 +324,12 @@ class PerfgateSession:
                 # with its own words. One run of a name, saying all of them.
                 key = (result.record["benchmark"], result.record["env"])
                 kept = refused.get(key)
-                if kept is not None and _refusal(result):
+                if kept is not None and is_refusal(result):
                     assert kept.comparison is not None and result.comparison is not None
                     notes = kept.comparison.notes
                     notes.extend(n for n in result.comparison.notes if n not in notes)
                     continue
-                if _refusal(result):
+                if is_refusal(result):
                     refused[key] = result
                 self.results.append(result)
             path.unlink()
@@ -396,7 +398,7 @@ class PerfgateSession:
             )
 
 
-def _refusal(result: BenchmarkResult) -> bool:
+def is_refusal(result: BenchmarkResult) -> bool:
     """Whether ``result`` is the error of a benchmark that measured nothing (refused, or
     crashed before its first step)."""
     from perfgate.gate import holds_measurement

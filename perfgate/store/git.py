@@ -331,14 +331,12 @@ def baseline_walk(
     with _open(repo_dir) as repo:
         head = str(repo.head.commit.hexsha)
         name = "HEAD"
-        if head_ref is not None and head_ref != head:
+        if head_ref is not None and head_ref != head and start_ref is None:
             sha = _rev_parse(repo, head_ref)
-            if sha is None:
-                raise PerfgateError(
-                    f"{repo_dir}: the runs were measured at commit {head_ref[:12]}, which this "
-                    "repository does not have (fetch it, or give --baseline-ref)"
-                )
-            head, name = sha, f"{sha[:12]} (measured)"
+            if sha is None:  # rebased away, or beyond a shallow clone: HEAD, saying so
+                name = f"HEAD (the measured {head_ref[:12]} is not in this repository)"
+            else:
+                head, name = sha, f"{sha[:12]} (measured)"
         branch = baseline_branch or _default_branch(repo)
         if baseline_branch is not None and _branch_ref(repo, baseline_branch) is None:
             # A branch named in the configuration (or the action's input) that is not there
