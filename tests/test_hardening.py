@@ -174,17 +174,16 @@ def test_a_baseline_with_nested_samples_is_an_error_not_a_false_regression(
     )
     commit_all(repo, "a hand-made baseline")
     current = results_file(tmp_path / "current.json", [run_record(step_us=5000.0)])
-    for command in (
-        ["compare", str(current)],
-        ["baseline", "show", "b"],
-        ["history", "b"],
-    ):
+    said = f"{path}: key 'samples.step_time_us.0' is [1] (expected a valid number); and 1 more"
+    for command in (["baseline", "show", "b"], ["history", "b"]):
         status, _, err = cli(*command, "--repo", str(repo))
         assert status == 2, command  # never 1: a regression it did not measure
-        assert err == (
-            f"perfgate: error: {path}: key 'samples.step_time_us.0' is [1] "
-            "(expected a valid number); and 1 more\n"
-        )
+        assert err == f"perfgate: error: {said}\n"
+    # compare judges every benchmark of the file: this one's verdict is error, saying why.
+    status, out, err = cli("compare", str(current), "--repo", str(repo))
+    assert (status, err) == (2, "")
+    assert "[ERROR] b" in out
+    assert f"the baseline store holds a file perfgate cannot use: {said}; restore" in out
 
 
 def test_a_version_1_baseline_with_samples_abc_is_one_line(
@@ -199,9 +198,10 @@ def test_a_version_1_baseline_with_samples_abc_is_one_line(
         f'"commit": "{head}", "samples": "abc"}}'
     )
     current = results_file(tmp_path / "current.json", [run_record()])
-    status, _, err = cli("compare", str(current), "--repo", str(repo))
-    assert status == 2
-    assert err == f"perfgate: error: {path}: key 'samples' is 'abc' (expected a valid dictionary)\n"
+    status, out, err = cli("compare", str(current), "--repo", str(repo))
+    assert (status, err) == (2, "")
+    said = f"{path}: key 'samples' is 'abc' (expected a valid dictionary)"
+    assert f"the baseline store holds a file perfgate cannot use: {said}; restore" in out
 
 
 def test_one_damaged_baseline_does_not_poison_other_benchmarks(
