@@ -1729,6 +1729,22 @@ def test_a_baseline_commit_is_not_itself_benchmarked_into_another(tmp_path: Path
 # --------------------------------------------------------------------------- end to end
 
 
+def _record_then_open_a_pull_request(
+    push: Runner, outputs: dict[str, str], checkout: Path, remote: Path, measured: str
+) -> Runner:
+    """The push job's recording step on ``measured``, then a pull request's runner on top."""
+    recorded = push.step(
+        "commit_baselines",
+        checkout,
+        PERFGATE_VERDICT=outputs["verdict"],
+        PERFGATE_RESULTS_PATH=outputs["results-path"],
+    )
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert git(remote, "log", "-1", "--format=%s", "main") == f"perfgate: baselines for {measured}"
+    git(checkout, "pull", "--quiet", "--rebase", "origin", "main")
+    return Runner(push.tmp.parent / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
+
+
 @pytest.mark.slow
 def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slower_pr(
     tmp_path: Path,
@@ -1756,17 +1772,7 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
     assert bench.returncode == 0, bench.stdout + bench.stderr
     outputs = push.outputs()
     assert outputs["verdict"] == "pass"  # no baseline yet
-    recorded = push.step(
-        "commit_baselines",
-        checkout,
-        PERFGATE_VERDICT=outputs["verdict"],
-        PERFGATE_RESULTS_PATH=outputs["results-path"],
-    )
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    assert git(remote, "log", "-1", "--format=%s", "main") == f"perfgate: baselines for {measured}"
-
-    git(checkout, "pull", "--quiet", "--rebase", "origin", "main")
-    pr = Runner(tmp_path / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
+    pr = _record_then_open_a_pull_request(push, outputs, checkout, remote, measured)
     bench = pr.step(
         "run_benchmarks",
         checkout,
@@ -1823,17 +1829,7 @@ def test_a_regression_hides_no_broken_test_and_strict_still_records_on_main(
         "::error::perfgate: --perfgate-strict fails undecided verdicts: known (no-baseline), "
         "loop (no-baseline)"
     ) in bench.stdout
-    recorded = push.step(
-        "commit_baselines",
-        checkout,
-        PERFGATE_VERDICT=outputs["verdict"],
-        PERFGATE_RESULTS_PATH=outputs["results-path"],
-    )
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    assert git(remote, "log", "-1", "--format=%s", "main") == f"perfgate: baselines for {measured}"
-
-    git(checkout, "pull", "--quiet", "--rebase", "origin", "main")
-    pr = Runner(tmp_path / "pr", "pull_request", pr_event(), "refs/pull/7/merge")
+    pr = _record_then_open_a_pull_request(push, outputs, checkout, remote, measured)
     bench = pr.step(
         "run_benchmarks",
         checkout,
