@@ -576,8 +576,6 @@ def project_directory(start: str | Path) -> Path:
     Raises:
         ConfigError: ``start`` is no directory.
     """
-    from perfgate.store.git import work_tree
-
     given = Path(start)
     start = given.resolve()
     if not start.is_dir():
@@ -594,18 +592,26 @@ def project_directory(start: str | Path) -> Path:
         ini_folder = next(
             (f for f in (start, *start.parents) if (f / "pyproject.toml").is_file()), None
         )
-    rootdir = ini_folder or start
-    top = work_tree(rootdir)
-    found = rootdir
-    if top is not None and (top == rootdir or top in rootdir.parents):
-        found = ini_folder or top
-        for folder in (rootdir, *rootdir.parents):
-            if has_settings(folder):
-                found = folder
-                break
-            if folder == top:
-                break
+    found = project_folder(ini_folder or start, fixed=ini_folder is not None)
     return given if found == start else found  # as given where it is the start (paths said)
+
+
+def project_folder(rootdir: Path, *, fixed: bool) -> Path:
+    """The project's folder for pytest's ``rootdir`` (``fixed``: a configuration file made
+    it the rootdir): the nearest folder from it up to the top of the git work tree that holds
+    perfgate's settings; else the rootdir when a file fixed it, else the top. Outside git,
+    the rootdir. Both the plugin and the CLI (:func:`project_directory`) take it."""
+    from perfgate.store.git import work_tree
+
+    top = work_tree(rootdir)
+    if top is None or (top != rootdir and top not in rootdir.parents):
+        return rootdir
+    for folder in (rootdir, *rootdir.parents):
+        if has_settings(folder):
+            return folder
+        if folder == top:
+            break
+    return rootdir if fixed else top
 
 
 def _has_section(path: Path, section: str | None) -> bool:

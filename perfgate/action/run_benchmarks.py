@@ -139,6 +139,12 @@ def failed_tests(document: Mapping[str, Any]) -> list[str] | None:
     return tests
 
 
+def _code_list(items: Sequence[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``items`` as Markdown code, and how many more there are."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(map(md.code, items[:shown])) + more
+
+
 def problem_note(
     exit_code: int,
     runs: list[dict[str, Any]] | None,
@@ -160,9 +166,7 @@ def problem_note(
     if errored:
         return "benchmarks that could not be measured: " + ", ".join(map(md.code, errored))
     if failed:
-        shown = ", ".join(map(md.code, failed[:5])) + (
-            f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-        )
+        shown = _code_list(failed)
         return f"pytest failed {len(failed)} test(s) for other reasons than a verdict: {shown}"
     known = {v.value for v in Verdict}
     unjudged = [str(run.get("benchmark")) for run in runs if run.get("verdict") not in known]
@@ -215,10 +219,8 @@ SHALLOW_NOTE = (
 def ab_base(cwd: Path, event: Mapping[str, Any]) -> str:
     """The base of a pull request's A/B run: the merge-base of HEAD and the target branch
     (``origin/<base ref>`` of the event, fetched by ``fetch-depth: 0``)."""
-    pull = event.get("pull_request")
-    base = pull.get("base") if isinstance(pull, dict) else None
-    ref = base.get("ref") if isinstance(base, dict) else None
-    if not isinstance(ref, str) or not ref:
+    ref = _base_ref(event)
+    if ref is None:
         raise ActionError("mode: ab needs a pull_request event naming its base branch")
     sha = git_output(cwd, "merge-base", "HEAD", f"origin/{ref}")
     if not sha:
@@ -233,10 +235,8 @@ def baseline_changes(cwd: Path, event: Mapping[str, Any]) -> list[str]:
     merge-base with its target branch to HEAD; empty for other events, or where git cannot
     tell. Baselines are read from the checkout: a pull request that deletes or edits them
     changes what it is judged against."""
-    pull = event.get("pull_request")
-    base = pull.get("base") if isinstance(pull, dict) else None
-    ref = base.get("ref") if isinstance(base, dict) else None
-    if not isinstance(ref, str) or not ref:
+    ref = _base_ref(event)
+    if ref is None:
         return []
     merge_base = git_output(cwd, "merge-base", "HEAD", f"origin/{ref}")
     if not merge_base:
@@ -253,6 +253,14 @@ def baseline_changes(cwd: Path, event: Mapping[str, Any]) -> list[str]:
         cwd, "diff", "--name-status", "--no-renames", merge_base, "HEAD", "--", str(store)
     )
     return [" ".join(line.split("\t")) for line in (listed or "").splitlines() if line]
+
+
+def _base_ref(event: Mapping[str, Any]) -> str | None:
+    """The branch a pull request event targets, or None for other events."""
+    pull = event.get("pull_request")
+    base = pull.get("base") if isinstance(pull, dict) else None
+    ref = base.get("ref") if isinstance(base, dict) else None
+    return ref if isinstance(ref, str) and ref else None
 
 
 def html_report_line() -> str:
@@ -352,12 +360,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         annotate("error", "perfgate: " + "; ".join(failing))
     changed = baseline_changes(cwd, load_event()) if not paths else []
     if changed:
-        shown = ", ".join(map(md.code, changed[:5])) + (
-            f" and {len(changed) - 5} more" if len(changed) > 5 else ""
-        )
         said = (
             f"this pull request changes {len(changed)} file(s) of the baseline store, and the "
-            f"gate read the baselines as it leaves them: {shown}. Baselines are recorded by "
+            f"gate read the baselines as it leaves them: {_code_list(changed)}. Baselines are "
+            "recorded by "
             "the push to the baseline branch; review these changes as you would the code's"
         )
         annotate("warning", f"perfgate: {said}")

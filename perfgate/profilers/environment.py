@@ -252,7 +252,7 @@ def check_msprof_environment(env: Mapping[str, str] | None = None) -> str:
         raise PerfgateError(MSPROF_NOT_FOUND)
     devices = ascend_devices(env)
     if not devices:
-        root = Path(env.get(DEV_ROOT_ENV) or DEFAULT_DEV_ROOT)
+        root = _device_root(env)
         raise PerfgateError(
             f"no NPU device: {root}/davinci<N> does not exist; the runner needs the NPU "
             f"devices mapped into it (containers: {CONTAINER_DEVICES} …)"
@@ -272,11 +272,23 @@ def check_msprof_environment(env: Mapping[str, str] | None = None) -> str:
 def ascend_devices(env: Mapping[str, str] | None = None) -> list[Path]:
     """The NPU device files ``davinci<N>`` under the device root (``PERFGATE_DEV_ROOT``,
     default ``/dev``), in order of N."""
-    env = os.environ if env is None else env
-    root = Path(env.get(DEV_ROOT_ENV) or DEFAULT_DEV_ROOT)
     return sorted(
-        (p for p in _list_dir(root) if _DAVINCI.match(p.name)),
+        (p for p in _list_dir(_device_root(env)) if _DAVINCI.match(p.name)),
         key=lambda p: int(p.name[len("davinci") :]),
+    )
+
+
+def _device_root(env: Mapping[str, str] | None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get(DEV_ROOT_ENV) or DEFAULT_DEV_ROOT)
+
+
+def torch_npu_import_error(exc: BaseException) -> PerfgateError:
+    """The error for a torch_npu that is installed but fails to import (``exc``)."""
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PerfgateError(
+        f"torch_npu is installed but does not import ({said}): {CANN_NOT_SET_UP}; "
+        "or --perfgate-profiler=torch to measure without it"
     )
 
 
@@ -330,4 +342,5 @@ __all__ = [
     "fingerprint",
     "npu_smi_chips",
     "npu_smi_driver",
+    "torch_npu_import_error",
 ]

@@ -18,7 +18,11 @@ from typing import Any
 
 from perfgate.errors import PerfgateError
 from perfgate.model import Profile
-from perfgate.profilers.environment import CANN_NOT_SET_UP, MSPROF_NOT_FOUND, ascend_devices
+from perfgate.profilers.environment import (
+    MSPROF_NOT_FOUND,
+    ascend_devices,
+    torch_npu_import_error,
+)
 from perfgate.records import RunRecord, validate_run
 from perfgate.rules import AdvisorSettings
 from perfgate.store.keys import env_key
@@ -106,11 +110,7 @@ def _npu_available() -> bool:
         import torch
         import torch_npu  # noqa: F401
     except Exception as exc:  # installed (find_spec found it) yet broken
-        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PerfgateError(
-            f"torch_npu is installed but does not import ({said}): {CANN_NOT_SET_UP}; "
-            "or --perfgate-profiler=torch to measure without it"
-        ) from None
+        raise torch_npu_import_error(exc) from None
     try:
         return bool(getattr(torch, "npu").is_available())  # noqa: B009 - added by torch_npu
     except Exception:  # an NPU stack that fails to initialise is "no NPU" here

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
-from perfgate.profilers.environment import CANN_NOT_SET_UP
+from perfgate.profilers.environment import torch_npu_import_error
 from perfgate.profilers.quiet import quiet_profiler
 
 
@@ -31,9 +31,7 @@ def record_ascend_profile(
                 "--perfgate-profiler=torch_npu needs torch_npu (Ascend Extension for PyTorch), "
                 "which is not installed"
             ) from None
-        raise PerfgateError(
-            f"torch_npu is installed but does not import ({exc}): {CANN_NOT_SET_UP}"
-        ) from None
+        raise torch_npu_import_error(exc) from None
     profiler: Any = torch_npu.profiler
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

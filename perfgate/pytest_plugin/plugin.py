@@ -204,17 +204,12 @@ def _refused_name(item: pytest.Item, taken: set[str]) -> str:
     """The name under which a wrongly declared benchmark's error is reported: the one it
     asks for where that is a name, else its test's default; the test's id where another
     benchmark has that name (a name is one run in the results)."""
-    from perfgate.pytest_plugin.session import benchmark_name, item_benchmark_name
+    from perfgate.pytest_plugin.session import default_name
     from perfgate.store.keys import is_safe_name, safe_name
 
     marker = item.get_closest_marker("perfgate")
     asked = marker.kwargs.get("name") if marker is not None else None
-    if isinstance(asked, str) and is_safe_name(asked):
-        name = item_benchmark_name(item)
-    else:
-        callspec = getattr(item, "callspec", None)
-        original = getattr(item, "originalname", item.name)
-        name = benchmark_name(item.nodeid, original, callspec.id if callspec else None)
+    name = asked if isinstance(asked, str) and is_safe_name(asked) else default_name(item)
     return name if name not in taken else (safe_name(item.nodeid) or name)
 
 

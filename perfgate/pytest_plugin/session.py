@@ -186,13 +186,13 @@ class PerfgateSession:
         from perfgate.pytest_plugin.fixture import unmeasured_result
 
         self.refused_tests[nodeid] = name
-        note = f"not measured: {reason}"
+        refusal = unmeasured_result(self, name, reason)
         for result in self.results:
             if result.record["benchmark"] == name:
-                if is_refusal(result) and result.comparison and note not in result.comparison.notes:
-                    result.comparison.notes.append(note)
+                if is_refusal(result):
+                    _say_too(result, refusal)
                 return
-        self.results.append(unmeasured_result(self, name, reason))
+        self.results.append(refusal)
 
     def drop_refusal(self, nodeid: str) -> None:
         """The refused test failed as its ``xfail`` mark expects: like any xfailed benchmark,
@@ -325,9 +325,7 @@ class PerfgateSession:
                 key = (result.record["benchmark"], result.record["env"])
                 kept = refused.get(key)
                 if kept is not None and is_refusal(result):
-                    assert kept.comparison is not None and result.comparison is not None
-                    notes = kept.comparison.notes
-                    notes.extend(n for n in result.comparison.notes if n not in notes)
+                    _say_too(kept, result)
                     continue
                 if is_refusal(result):
                     refused[key] = result
@@ -398,6 +396,13 @@ class PerfgateSession:
             )
 
 
+def _say_too(kept: BenchmarkResult, other: BenchmarkResult) -> None:
+    """Add ``other``'s notes that ``kept`` lacks to it: two refusals of one name, one run."""
+    assert kept.comparison is not None and other.comparison is not None
+    notes = kept.comparison.notes
+    notes.extend(n for n in other.comparison.notes if n not in notes)
+
+
 def is_refusal(result: BenchmarkResult) -> bool:
     """Whether ``result`` is the error of a benchmark that measured nothing (refused, or
     crashed before its first step)."""
@@ -416,19 +421,9 @@ def project_root(config: pytest.Config) -> Path:
     repository that holds perfgate's settings; else the rootdir when an ini file fixed it;
     else the top of the repository. Outside git, the rootdir.
     """
-    from perfgate.config import has_settings
-    from perfgate.store.git import work_tree
+    from perfgate.config import project_folder
 
-    start = Path(config.rootpath)
-    top = work_tree(start)
-    if top is None or (top != start and top not in start.parents):
-        return start
-    for folder in (start, *start.parents):
-        if has_settings(folder):
-            return folder
-        if folder == top:
-            break
-    return start if config.inipath is not None else top
+    return project_folder(Path(config.rootpath), fixed=config.inipath is not None)
 
 
 class _Paths:
@@ -501,11 +496,14 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def item_benchmark_name(item: pytest.Item) -> str:
-    """The benchmark name of a test: its marker's ``name=``, else :func:`benchmark_name`."""
+    """The benchmark name of a test: its marker's ``name=``, else :func:`default_name`."""
     marker = item.get_closest_marker("perfgate")
     name = marker.kwargs.get("name") if marker is not None else None
-    if name is not None:
-        return str(name)
+    return str(name) if name is not None else default_name(item)
+
+
+def default_name(item: pytest.Item) -> str:
+    """The benchmark name of a test without a marker's ``name=``: :func:`benchmark_name`."""
     callspec = getattr(item, "callspec", None)
     return benchmark_name(
         item.nodeid,
