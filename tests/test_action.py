@@ -1729,6 +1729,14 @@ def test_a_baseline_commit_is_not_itself_benchmarked_into_another(tmp_path: Path
 # --------------------------------------------------------------------------- end to end
 
 
+def _push_to_main(checkout: Path, path: str, message: str) -> str:
+    """Commit ``path`` and push it to main; the commit's sha."""
+    git(checkout, "add", path)
+    git(checkout, "commit", "--quiet", "-m", message)
+    git(checkout, "push", "--quiet", "origin", "HEAD:main")
+    return git(checkout, "rev-parse", "HEAD")
+
+
 def _record_then_open_a_pull_request(
     push: Runner, outputs: dict[str, str], checkout: Path, remote: Path, measured: str
 ) -> Runner:
@@ -1759,10 +1767,7 @@ def test_the_steps_around_the_real_pytest_plugin_record_on_main_then_gate_a_slow
         "    delay = float(os.environ.get('DELAY', '0.002'))\n"
         "    perfgate.run(lambda: time.sleep(delay), steps=20, warmup=2)\n"
     )
-    git(checkout, "add", "test_bench.py")
-    git(checkout, "commit", "--quiet", "-m", "A benchmark")
-    git(checkout, "push", "--quiet", "origin", "HEAD:main")
-    measured = git(checkout, "rev-parse", "HEAD")
+    measured = _push_to_main(checkout, "test_bench.py", "A benchmark")
     args = "--perfgate --perfgate-profiler=none -p no:cacheprovider test_bench.py"
 
     push = Runner(tmp_path / "push", "push", push_event(measured), "refs/heads/main")
@@ -1806,10 +1811,7 @@ def test_a_regression_hides_no_broken_test_and_strict_still_records_on_main(
         "def test_parser():\n"
         "    assert os.environ.get('PARSER_BROKEN') is None, 'the parser is broken'\n"
     )
-    git(checkout, "add", "test_bench.py")
-    git(checkout, "commit", "--quiet", "-m", "A benchmark")
-    git(checkout, "push", "--quiet", "origin", "HEAD:main")
-    measured = git(checkout, "rev-parse", "HEAD")
+    measured = _push_to_main(checkout, "test_bench.py", "A benchmark")
     args = "--perfgate --perfgate-profiler=none -p no:cacheprovider test_bench.py"
 
     # --perfgate-strict fails no-baseline: pytest exit 1 read as "failed tests, no
