@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -238,6 +239,18 @@ def _git_repo(path: Path) -> git.Repo:
     return GitRepo(path).repo
 
 
+def _write_results(path: Path, commit: str, runs: list[Any], **document: Any) -> Path:
+    """A results file (perfgate.results v2) of ``runs``, each measured at ``commit``."""
+    measured = [{**run, "commit": commit} for run in runs]
+    path.write_text(
+        json.dumps(
+            {"format": "perfgate.results", "format_version": 2, "commit": commit, **document}
+            | {"runs": measured}
+        )
+    )
+    return path
+
+
 def _repo_with_a_model(repo_dir: Path) -> tuple[git.Repo, str]:
     """A repository whose one commit adds model.py; the commit's sha."""
     repo = _git_repo(repo_dir)
@@ -292,14 +305,7 @@ def test_a_results_file_is_compared_with_the_baseline_of_the_commit_it_measured(
     repo.index.add(["model.py"])
     measured = repo.index.commit("model v2").hexsha
     [record] = load_side(LEVEL1, benchmark="resnet").records
-    results = tmp_path / "results.json"
-    document = {
-        "format": "perfgate.results",
-        "format_version": 2,
-        "commit": measured,
-        "runs": [{**record, "commit": measured, "verdict": "pass"}],
-    }
-    results.write_text(json.dumps(document))
+    results = _write_results(tmp_path / "results.json", measured, [{**record, "verdict": "pass"}])
     # main moves on and records another baseline; the results file is compared with main
     # checked out (a later job, a person on their machine).
     repo.git.checkout("-q", "main")
@@ -318,9 +324,7 @@ def test_a_results_file_is_compared_with_the_baseline_of_the_commit_it_measured(
     assert judged["baseline"]["how"] == f"merge-base of {measured[:12]} (measured) and main"
     # A measured commit this clone lacks (rebased away, beyond a shallow clone): HEAD, said.
     gone = "f" * 40
-    document["commit"] = gone
-    document["runs"] = [{**record, "commit": gone, "verdict": "pass"}]
-    results.write_text(json.dumps(document))
+    _write_results(results, gone, [{**record, "verdict": "pass"}])
     assert main(["compare", str(results), "--format", "json"]) in (0, 1)
     [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
     assert judged["baseline"]["commit"] == later
@@ -347,15 +351,8 @@ def test_a_damaged_baseline_is_its_benchmarks_error_and_the_others_are_judged(
     [damaged] = (tmp_path / "baselines" / "bert").rglob("*.json")
     damaged.write_text(damaged.read_text()[:200])
     [record] = load_side(LEVEL1, benchmark="resnet").records
-    runs = [
-        {**record, "benchmark": n, "commit": head, "verdict": "pass"} for n in ("bert", "resnet")
-    ]
-    results = tmp_path / "results.json"
-    results.write_text(
-        json.dumps(
-            {"format": "perfgate.results", "format_version": 2, "commit": head, "runs": runs}
-        )
-    )
+    runs = [{**record, "benchmark": n, "verdict": "pass"} for n in ("bert", "resnet")]
+    results = _write_results(tmp_path / "results.json", head, runs)
     capsys.readouterr()
     # It was one error line and no report at all: resnet went unjudged with bert.
     assert main(["compare", str(results), "--format", "json"]) == 2
@@ -406,10 +403,8 @@ def test_history_of_a_metric_the_baselines_lack_says_so(
     monkeypatch.chdir(tmp_path)
     [record] = load_side(LEVEL1, benchmark="resnet").records
     samples = {k: v for k, v in record["samples"].items() if k != "utilization"}
-    results = tmp_path / "results.json"
-    run = {**record, "samples": samples, "commit": head, "verdict": "no-baseline"}
-    document = {"format": "perfgate.results", "format_version": 2, "commit": head, "runs": [run]}
-    results.write_text(json.dumps(document))
+    run = {**record, "samples": samples, "verdict": "no-baseline"}
+    results = _write_results(tmp_path / "results.json", head, [run])
     assert main(["baseline", "update", "--from", str(results)]) == 0
     repo.git.add("baselines")
     repo.index.commit("perfgate: baselines")
@@ -586,15 +581,8 @@ def test_baseline_update_refuses_results_measured_on_a_dirty_tree(
     [record] = load_side(LEVEL1, benchmark="resnet").records
     # Measured with model.py changed, then the change undone: the tree is clean now, and
     # the baseline was recorded as HEAD's, marked clean.
-    results = tmp_path / "results.json"
-    document = {
-        "format": "perfgate.results",
-        "format_version": 2,
-        "commit": sha,
-        "dirty": True,
-        "runs": [{**record, "commit": sha, "verdict": "no-baseline"}],
-    }
-    results.write_text(json.dumps(document))
+    run = {**record, "verdict": "no-baseline"}
+    results = _write_results(tmp_path / "results.json", sha, [run], dirty=True)
     update = ["baseline", "update", "--from", str(results), "--repo", str(tmp_path)]
     assert main(update) == 2
     assert capsys.readouterr().err == (

@@ -52,6 +52,15 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+@pytest.fixture(params=[[], ["-n", "2"]], ids=["one process", "xdist"])
+def workers(request: pytest.FixtureRequest) -> list[str]:
+    """pytest's arguments for a session in one process, then in two xdist workers."""
+    arguments: list[str] = request.param
+    if arguments:
+        pytest.importorskip("xdist")
+    return arguments
+
+
 def _commit_all(path: Path, message: str) -> str:
     return GitRepo(path).commit(message)
 
@@ -633,12 +642,9 @@ REFUSED_AS = {
 }
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_careless_benchmarks_fail_saying_what_to_change(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
-    if workers:
-        pytest.importorskip("xdist")
     project.makepyfile(test_misuse=MISUSE)
     result = project.runpytest_subprocess(
         "--perfgate", "--perfgate-profiler=none", *workers, "test_misuse.py"
@@ -703,12 +709,9 @@ def test_plain():
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_the_results_say_which_tests_failed_for_other_reasons_than_a_verdict(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
-    if workers:
-        pytest.importorskip("xdist")
     project.makepyfile(test_elsewhere=FAILING_ELSEWHERE)
     run = ("--perfgate", "--perfgate-profiler=none", *workers, "test_elsewhere.py")
     result = project.runpytest_subprocess(*run)
@@ -757,12 +760,9 @@ def test_expected_refusal(perfgate):
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_refusals_across_workers_and_verdicts_in_fixtures_keep_the_results_readable(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
-    if workers:
-        pytest.importorskip("xdist")
     project.makepyfile(test_refused=REFUSED_EVERYWHERE)
     result = project.runpytest_subprocess(
         "--perfgate", "--perfgate-profiler=none", "--perfgate-strict", *workers, "test_refused.py"
@@ -804,13 +804,10 @@ def test_flaky(perfgate):
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_a_rerun_benchmark_is_one_run_in_the_results_its_last_attempt(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
     pytest.importorskip("pytest_rerunfailures")
-    if workers:
-        pytest.importorskip("xdist")
     project.makepyfile(test_flaky=FLAKY)
     result = project.runpytest_subprocess(
         "--perfgate", "--perfgate-profiler=none", "--reruns", "1", *workers, "test_flaky.py"
@@ -941,7 +938,6 @@ def test_skipped(perfgate):
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_every_crash_of_a_benchmark_is_an_error_in_the_reports_but_skips_and_xfails(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
