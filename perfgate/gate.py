@@ -130,15 +130,29 @@ def gate_against_store(
         bench_rules, judged_look = judging_rules(current, settings, source)
         bench_rules = (rules or {}).get(name) or bench_rules
         current_info = {"commit": current.get("commit"), "env": env}
+        lookback = bench_rules.statistics.lookback
         try:
-            found = history(root, name, env, walk.candidates, limit=bench_rules.statistics.lookback)
+            # A results file compared later may find the baseline that was recorded from it
+            # (its --perfgate-update run, or the push job that recorded it): one more is read.
+            extra = 1 if lookup.from_measured_commit else 0
+            found = history(root, name, env, walk.candidates, limit=lookback + extra)
         except StoreError as exc:
             # A damaged baseline is no missing one, and the other benchmarks are still
             # judged: this one's verdict is error (both doors, plugin and compare).
             comparisons.append(damaged_store(name, exc, current_info))
             continue
+        own = next((f for f in found if recorded_from(f.record, current)), None)
+        found = [f for f in found if f is not own][:lookback]
+        own_note = (
+            f"the baseline of {own.candidate.sha[:12]} was recorded from this very run: it is "
+            "not compared with itself" + (", but with the baselines before it" if found else "")
+            if own is not None
+            else None
+        )
         if not found:
-            comparisons.append(_no_baseline(current, root, walk, lookup.strict, current_info))
+            missing = _no_baseline(current, root, walk, lookup.strict, current_info)
+            missing.notes[:0] = [own_note] if own_note else []
+            comparisons.append(missing)
             continue
         nearest = found[0]
         info = {
@@ -158,6 +172,8 @@ def gate_against_store(
             current_info=current_info,
             look=look or judged_look,
         )
+        if own_note:
+            comparison.notes.append(own_note)
         if nearest.record.get("dirty"):
             comparison.warnings.append(
                 f"the baseline of {nearest.candidate.sha[:12]} was recorded from a working tree "
@@ -189,6 +205,18 @@ def damaged_store(benchmark: str, exc: StoreError, current: dict[str, Any]) -> C
             "git, or delete it and record that commit's baseline again (pytest --perfgate "
             "--perfgate-update on it)"
         ],
+    )
+
+
+def recorded_from(baseline: RunRecord, current: RunRecord) -> bool:
+    """Whether ``baseline`` holds the very measurement of ``current``: recorded from it (the
+    same commit and the same measured steps, which no second run repeats to the last digit)."""
+    return (
+        holds_measurement(current)
+        and baseline.get("commit") == current.get("commit")
+        and baseline.get("timing") == current.get("timing")
+        and baseline["samples"] == current["samples"]
+        and baseline.get("operators") == current.get("operators")
     )
 
 

@@ -337,6 +337,50 @@ def test_a_results_file_is_compared_with_the_baseline_of_the_commit_it_measured(
     assert judged["baseline"]["commit"] == first
 
 
+def test_a_results_file_is_not_compared_with_the_baseline_recorded_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perfgate.sides import load_side
+
+    repo, first = _repo_with_a_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    [record] = load_side(LEVEL1, benchmark="resnet").records
+    slower = json.loads(json.dumps(record))
+    slower["samples"]["step_time_us"] = [t * 1.5 for t in slower["samples"]["step_time_us"]]
+    older = _write_results(tmp_path / "older.json", first, [{**slower, "verdict": "pass"}])
+    assert main(["baseline", "update", "--from", str(older)]) == 0
+    repo.git.add("older.json", "baselines")
+    repo.index.commit("perfgate: baselines")
+    (tmp_path / "model.py").write_text("v2\n")
+    repo.index.add(["model.py"])
+    pushed = repo.index.commit("model v2").hexsha
+    # The push's run, then the push job records its baselines from the results file.
+    results = _write_results(tmp_path / "results.json", pushed, [{**record, "verdict": "pass"}])
+    assert main(["baseline", "update", "--from", str(results)]) == 0
+    repo.git.add("baselines")
+    repo.index.commit("perfgate: baselines of the push")
+    capsys.readouterr()
+    # Looked up from the measured commit, the first baseline is this run's own: the same
+    # steps, +0.0%, a pass whatever the run measured. It is the one before that compares.
+    assert main(["compare", str(results), "--format", "json"]) == 0
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert judged["baseline"]["commit"] == first
+    step = next(m for m in judged["metrics"] if m["name"] == "step_time")
+    assert step["change"] == pytest.approx(-1 / 3)
+    assert (
+        f"the baseline of {pushed[:12]} was recorded from this very run: it is not compared "
+        "with itself, but with the baselines before it"
+    ) in judged["notes"]
+    # With no baseline before it, the run has none: not a pass against itself.
+    assert main(["compare", str(older), "--format", "json"]) == 0
+    [judged] = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert judged["verdict"] == "no-baseline"
+    assert judged["notes"][0] == (
+        f"the baseline of {first[:12]} was recorded from this very run: it is not compared "
+        "with itself"
+    )
+
+
 def test_a_damaged_baseline_is_its_benchmarks_error_and_the_others_are_judged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
