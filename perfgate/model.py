@@ -364,12 +364,21 @@ def us_from_ns(ns: npt.ArrayLike, origin_us: int) -> npt.NDArray[np.float64]:
     apart: a float64 holds integer ns exactly only below 2**53 ns (104 days).
     """
     relative = np.asarray(ns, dtype=np.int64) - np.int64(origin_us) * NS_PER_US
-    if relative.size and -(2**53) < relative.min() and relative.max() < 2**53:
-        # Exact as a float64 (times since the origin always are): one division rounds once.
-        quotient: npt.NDArray[np.float64] = relative.astype(np.float64) / NS_PER_US
-        return quotient
     rest = np.fmod(relative, NS_PER_US)  # the sign of ``relative``: the parts never cancel
     whole = (relative - rest) // NS_PER_US
+    size = np.abs(whole)
+    if size.size and size.max() <= 2**53:
+        # What _whole_plus_fraction computes, without its general masks: the parts share a
+        # sign, and a whole part that small is a float64 of its own. Where the dividend fits
+        # 2**53 it is ``relative`` itself, divided once; elsewhere the parts are added.
+        small = size < (2**53) // NS_PER_US
+        if small.all():
+            exact: npt.NDArray[np.float64] = relative.astype(np.float64) / NS_PER_US
+            return exact
+        added: npt.NDArray[np.float64] = whole.astype(np.float64) + rest / NS_PER_US
+        if small.any():
+            added[small] = relative[small].astype(np.float64) / NS_PER_US
+        return added
     return _whole_plus_fraction(whole, rest, np.full(relative.shape, NS_PER_US, np.int64))
 
 
