@@ -156,6 +156,31 @@ def test_integer_nanoseconds_are_converted_in_integer_arithmetic() -> None:
     assert us_from_text(pd.Series(["1699999999999999.999"]), EPOCH_ORIGIN_US).tolist() == [-0.001]
 
 
+def test_nanoseconds_give_what_the_general_split_gives_on_both_sides_of_2_53() -> None:
+    # us_from_ns takes shortcuts (one division below 2**53 ns, the parts added above): each
+    # float64 must be _whole_plus_fraction's, including where the two ways meet.
+    rng = np.random.default_rng(20261207)
+    edge = (2**53) // 1000 * 1000
+    ns = np.concatenate(
+        [
+            rng.integers(-(2**53), 2**53, 20_000),
+            rng.integers(edge - 10**5, edge + 10**5, 20_000),
+            -rng.integers(edge - 10**5, edge + 10**5, 20_000),
+            rng.integers(1_700_000_000_000_000_000, 1_800_000_000_000_000_000, 20_000),
+            np.array([0, 1, -1, 999, -999, 2**53 - 1, 2**53, 2**53 + 1, 2**62]),
+        ]
+    )
+    for origin in (0, EPOCH_ORIGIN_US):
+        relative = ns - np.int64(origin) * 1000
+        rest = np.fmod(relative, 1000)
+        general = model._whole_plus_fraction(
+            (relative - rest) // 1000, rest, np.full(ns.shape, 1000, np.int64)
+        )
+        assert np.array_equal(us_from_ns(ns, origin), general)
+        small = ns[np.abs(ns) < 2**50]
+        assert np.array_equal(us_from_ns(small, 0), small / 1000)  # exact: one rounding
+
+
 def test_the_origin_applies_only_to_epoch_sized_values() -> None:
     assert time_origin_for([1736408883704643.212]) == EPOCH_ORIGIN_US
     assert time_origin_for([1e15]) == EPOCH_ORIGIN_US
