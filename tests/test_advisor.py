@@ -375,6 +375,11 @@ def test_short_names_of_kernel_signatures() -> None:
     assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
     assert short_name("void f<(bool)1, g<int>>(int (*)(float))") == "f"
     assert short_name("a -> b") == "a -> b"
+    # Long generated names that differ only at their end stay apart: cut in the middle.
+    fused = [short_name("triton_" + "L" * 1990 + f"_fused_{i}") for i in range(2)]
+    assert fused[0] != fused[1]
+    assert fused[0].startswith("triton_LLL") and fused[0].endswith("LL_fused_0")
+    assert len(fused[0]) == 80
 
 
 def test_advisor_settings_come_from_perfgate_yaml() -> None:

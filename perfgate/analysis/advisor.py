@@ -138,7 +138,12 @@ def short_name(name: object) -> str:
     short = "".join(kept).strip() or text
     if "::" in short and not short.startswith("aten::"):
         short = short.rsplit("::", 1)[-1] or short
-    return short if len(short) <= MAX_NAME else short[: MAX_NAME - 1] + "…"
+    if len(short) <= MAX_NAME:
+        return short
+    # Cut in the middle, as the tables do: generated kernels that differ only at the end
+    # (…_fused_0, …_fused_1) must not read the same.
+    head = (MAX_NAME - 1) * 2 // 3
+    return short[:head] + "…" + short[-(MAX_NAME - 1 - head) :]
 
 
 # --------------------------------------------------------------------------- windows
