@@ -339,7 +339,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     advisor = settings.advisor
     current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)
     for line in settings.misnamed(record["benchmark"] for record in current.records):
-        print(f"perfgate: warning: {line}", file=sys.stderr)
+        _say(f"perfgate: warning: {line}", err=True)
     if len(args.sides) == 1:
         # A results file's runs are looked up as the plugin did, from the commit each was
         # measured at, whatever is checked out now.
@@ -402,7 +402,7 @@ def _render_comparisons(comparisons: Sequence[Comparison], args: argparse.Namesp
         text = render_markdown(comparisons, top=args.top)
     else:
         text = render_table(comparisons, top=args.top)
-    _write(text, args.output)
+    _write(text, args.output, document=args.format in ("json", "html"))
     return exit_status((c.verdict for c in comparisons), strict=bool(args.strict))
 
 
@@ -424,7 +424,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         if not document["runs"]:
             raise PerfgateError(f"{args.results}: holds no runs (no benchmark was measured)")
-        _write(render_results_html(document), args.output)
+        _write(render_results_html(document), args.output, document=True)
         # The same exit status as the other formats: a run's verdict, else its comparison's.
         verdicts = [
             Verdict(run["verdict"]) if run.get("verdict") else rebuilt[index].verdict
@@ -457,7 +457,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
         measured_dirty=side.measured_dirty,
     )
     for path in paths:
-        print(f"recorded {path}")
+        _say(f"recorded {path}")
     return EXIT_OK
 
 
@@ -469,7 +469,7 @@ def _cmd_baseline_list(args: argparse.Namespace) -> int:
     root = store_root(Path(args.repo), _settings(args))
     entries = list_baselines(root)
     if not entries:
-        print(f"no baselines under {root}")
+        _say(f"no baselines under {root}")
         return EXIT_OK
     rows = [
         [e.benchmark, e.env, e.sha[:12], "DAMAGED" if e.problem else e.created or "", str(e.path)]
@@ -480,16 +480,16 @@ def _cmd_baseline_list(args: argparse.Namespace) -> int:
     table, dropped = fitted_table(
         rows, ["benchmark", "env", "commit", "created", "path"], optional=["path", "created"]
     )
-    print(table)
+    _say(table)
     if "path" in dropped:
-        print(f"files: {root}/<benchmark>/<env>/<commit>.json")
+        _say(f"files: {root}/<benchmark>/<env>/<commit>.json")
     damaged = [e for e in entries if e.problem]
     if not damaged:
         return EXIT_OK
     # The listing goes on past a damaged file (it is how one finds them), but the store is
     # not sound: the gate would stop at that file, so the exit code says so.
     for entry in damaged:
-        print(f"perfgate: error: {entry.problem}", file=sys.stderr)
+        _say(f"perfgate: error: {entry.problem}", err=True)
     return EXIT_ERROR
 
 
@@ -544,9 +544,9 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         from perfgate.records import json_text
 
-        sys.stdout.write(json_text(record))
+        _write(json_text(record), None, document=True)
     else:
-        sys.stdout.write(render_baseline(record))
+        _write(render_baseline(record), None)
     return EXIT_OK
 
 
@@ -562,8 +562,8 @@ def _cmd_baseline_prune(args: argparse.Namespace) -> int:
     )
     verb = "would remove" if args.dry_run else "removed"
     for path in removed:
-        print(f"{verb} {path}")
-    print(f"{verb} {len(removed)} baseline(s); kept the newest {args.keep} per benchmark and env")
+        _say(f"{verb} {path}")
+    _say(f"{verb} {len(removed)} baseline(s); kept the newest {args.keep} per benchmark and env")
     return EXIT_OK
 
 
@@ -604,7 +604,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         text = render.render_html(histories, depth)
     else:
         text = render.render_table(histories, depth)
-    _write(text, args.output)
+    _write(text, args.output, document=args.format in ("json", "html"))
     return EXIT_OK
 
 
@@ -625,7 +625,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         settings,
         pairs=pairs,
         out_dir=out,
-        say=lambda line: print(line, file=sys.stderr),
+        say=lambda line: _say(line, err=True),
     )
     results = [
         BenchmarkResult(
@@ -640,13 +640,17 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         "seconds": run.seconds,
         "session_seconds": run.session_seconds,
     }
-    _write(json.dumps(document, indent=2, allow_nan=False) + "\n", str(out / "results.json"))
-    print(
+    _write(
+        json.dumps(document, indent=2, allow_nan=False) + "\n",
+        str(out / "results.json"),
+        document=True,
+    )
+    _say(
         f"perfgate ab: {run.pairs} pairs in {run.seconds:.0f} s "
         f"(base {run.base_sha[:12]}, tree {run.head_sha[:12]}"
         f"{' with uncommitted changes' if run.head_dirty else ''}); "
         f"results: {out / 'results.json'}",
-        file=sys.stderr,
+        err=True,
     )
     return _render_comparisons(run.comparisons, args)
 
@@ -693,7 +697,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         text = render_markdown(profile, analysis, top=args.top, hints=hints)
     else:
         text = render_table(profile, analysis, top=args.top, hints=hints)
-    _write(text, args.output)
+    _write(text, args.output, document=args.format in ("json", "html"))
     return EXIT_OK
 
 
@@ -717,7 +721,22 @@ def _refuse_output_over_input(args: argparse.Namespace) -> None:
             )
 
 
-def _write(text: str, output: str | None) -> None:
+def _say(line: str, *, err: bool = False) -> None:
+    """A line for a person or a CI log, names in it shown as text (:func:`terminal_text`)."""
+    from perfgate.report.format import terminal_text
+
+    print(terminal_text(line), file=sys.stderr if err else sys.stdout)
+
+
+def _write(text: str, output: str | None, *, document: bool = False) -> None:
+    """Write a report to ``output``, or to stdout. A ``document`` (JSON, HTML) is written as
+    it is; a text or Markdown report for reading has the names from profiles in it shown
+    as text (:func:`~perfgate.report.format.terminal_text`): no escape sequence or workflow
+    command of theirs reaches a terminal or a CI log."""
+    if not document:
+        from perfgate.report.format import terminal_text
+
+        text = terminal_text(text)
     if output is None:
         sys.stdout.write(text)
         return
@@ -750,7 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with show_progress(getattr(args, "format", None) != "json"):
             status: int = args.handler(args)
     except PerfgateError as exc:
-        print(f"perfgate: error: {exc}", file=sys.stderr)
+        _say(f"perfgate: error: {exc}", err=True)
         return exc.exit_code
     except MemoryError:
         # Not a bug: the input outgrew this machine's memory (or the process's limit).

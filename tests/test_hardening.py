@@ -144,8 +144,10 @@ def test_the_issues_bad_samples_are_refused_and_the_benchmark_still_works(
     )
     assert store_files(repo) == before
 
-    # compare, baseline show and history of that benchmark all still work.
-    status, out, _ = cli("compare", str(good), "--repo", str(repo))
+    # compare (of another run: not the one the baseline was recorded from), baseline show
+    # and history of that benchmark all still work.
+    again = results_file(tmp_path / "again.json", [run_record(step_us=1001.0)], commit=head)
+    status, out, _ = cli("compare", str(again), "--repo", str(repo))
     assert status == 0
     assert "[PASS] b" in out
     assert cli("baseline", "show", "b", "--repo", str(repo))[0] == 0

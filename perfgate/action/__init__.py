@@ -111,11 +111,17 @@ def write_text(path: Path, text: str) -> None:
         raise ActionError(message) from None
 
 
-def append_summary(markdown: str) -> None:
-    """Append Markdown to the job summary (``$GITHUB_STEP_SUMMARY``), when there is one."""
+def append_summary(
+    markdown: str, whole_at: str = "the whole report is summary.md in the perfgate artifact"
+) -> None:
+    """Append Markdown to the job summary (``$GITHUB_STEP_SUMMARY``), when there is one, cut
+    to the room GitHub allows (``whole_at``: where the whole report is)."""
+    from perfgate.report.markdown import job_summary_part
+
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
+    markdown = job_summary_part(path, markdown, whole_at)
     _append("GITHUB_STEP_SUMMARY", path, markdown if markdown.endswith("\n") else markdown + "\n")
 
 

@@ -138,13 +138,8 @@ def comment_body(verdict: str, report: str, commit: str, run_url: str) -> str:
     footer = f"<sub>commit {md.code(commit[:12])}" if commit else "<sub>"
     footer += f" · [workflow run]({run_url})" if run_url else ""
     footer += " · this comment is updated in place on every run</sub>"
-    report = report.strip()
-    budget = MAX_BODY - len(MARKER) - len(headline) - len(footer) - 200
-    if len(report) > budget:
-        report = (
-            report[:budget].rstrip()
-            + "\n\n… the report is truncated here; the full one is in the job summary."
-        )
+    budget = MAX_BODY - len(MARKER) - len(headline) - len(footer) - 20
+    report = md.fit_report(report.strip(), budget, "the whole report is in the job summary")
     return f"{MARKER}\n### {headline}\n\n{report}\n\n{footer}\n"
 
 

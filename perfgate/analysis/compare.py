@@ -669,7 +669,8 @@ def fingerprint_differences(
         b, c = baseline.get(name), current.get(name)
         if b == c or b in (None, "") or c in (None, ""):
             continue
-        line = f"{name}: {b} → {c}"
+        # On one line whatever the profile wrote (a device name is the profile's text).
+        line = " ".join(f"{name}: {b} → {c}".split())
         if name == "device" and _unnamed_cpu(b, c, baseline, current):
             # A CPU-only profile read on its own says "cpu"; the plugin's record names the
             # model. One of them unknown is no proof of another CPU.

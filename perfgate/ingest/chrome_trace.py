@@ -50,7 +50,7 @@ from perfgate.ingest.categories import (
     cuda_copy_direction,
     op_type_from_name,
 )
-from perfgate.ingest.common import concat_frames
+from perfgate.ingest.common import concat_frames, well_formed
 from perfgate.ingest.progress import tracked
 from perfgate.model import (
     CPU_OPS,
@@ -868,9 +868,12 @@ class _EventColumns:
         self.seen = 0  # events read so far, to point at a bad one
 
     def _intern(self, value: object) -> str:
+        if type(value) is str:
+            interned = self._strings.get(value)
+            if interned is None:  # a new text: made well-formed once
+                interned = self._strings[value] = well_formed(value)
+            return interned
         kind = type(value)
-        if kind is str:
-            return self._strings.setdefault(value, value)  # type: ignore[arg-type]
         if kind is int:  # pids and tids: one text per number, made once
             text = self._numbers.get(value)
             if text is None:

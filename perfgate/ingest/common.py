@@ -65,6 +65,16 @@ def concat_frames(
     return table[order]
 
 
+def well_formed(text: str) -> str:
+    """``text`` with its lone surrogates (JSON's ``"\\ud800"``, which no UTF-8 can hold) as
+    U+FFFD, as the CSV and .db readers read a byte that is no UTF-8: a name stays a name."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def read_json_object(path: Path) -> dict[str, Any]:
     """A small JSON file holding one object (``profiler_info*.json``); a UTF-8 byte order
     mark before it is skipped, as for the traces."""

@@ -21,6 +21,7 @@ from perfgate.profilers import measure, runner
 from perfgate.profilers.environment import check_msprof_environment
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
 from perfgate.records import MAX_SAMPLES, RunRecord, encodes_as_utf8, merge_processes
+from perfgate.report.format import terminal_text
 from perfgate.report.results import BenchmarkResult
 from perfgate.rules import Rules
 from perfgate.store.keys import check_name
@@ -318,7 +319,9 @@ class Benchmark:
             from perfgate.report.compare import render_table
 
             # The test's failure is the verdict's: told apart from any other by its identity.
-            self.gate_failure = pytest.fail.Exception(render_table([comparison]), pytrace=False)
+            self.gate_failure = pytest.fail.Exception(
+                terminal_text(render_table([comparison])), pytrace=False
+            )
             raise self.gate_failure
         return result
 
@@ -430,7 +433,9 @@ class Benchmark:
             from perfgate.report.compare import render_table
 
             # The test's failure is the verdict's: told apart from any other by its identity.
-            self.gate_failure = pytest.fail.Exception(render_table([comparison]), pytrace=False)
+            self.gate_failure = pytest.fail.Exception(
+                terminal_text(render_table([comparison])), pytrace=False
+            )
             raise self.gate_failure
         return result
 
@@ -652,7 +657,7 @@ def _command_arguments(
 def _fail(message: str) -> NoReturn:
     """Fail the test with a perfgate message (no chained traceback)."""
     __tracebackhide__ = True
-    raise pytest.fail.Exception(message, pytrace=False) from None
+    raise pytest.fail.Exception(terminal_text(message), pytrace=False) from None
 
 
 def _lazy_function(function: object) -> bool:

@@ -10,12 +10,14 @@ than pytest is imported.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from perfgate.options import add_config_option, add_gate_options, add_profiler_option, given
+from perfgate.report.format import terminal_text
 from perfgate.rules import PROFILERS
 
 if TYPE_CHECKING:
@@ -152,7 +154,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     ):
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    write = reporter.write_line if reporter is not None else print
+    write = _shown_lines(reporter.write_line if reporter is not None else print)
     if perfgate_session.ab_ref:
         from perfgate.errors import PerfgateError
 
@@ -252,7 +254,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     session = item.config.stash.get(SESSION_KEY, None)
     if session is not None:  # in the reports too: a summary must not pass over it
         session.keep_refusal(name, problem.removeprefix("perfgate: "), item.nodeid)
-    raise pytest.fail.Exception(problem, pytrace=False)
+    raise pytest.fail.Exception(terminal_text(problem), pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -272,7 +274,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             "gated; call perfgate.run(step_fn) or perfgate.command([...])"
         )
         benchmark.keep_failure(reason)
-        raise pytest.fail.Exception(f"perfgate: {reason}", pytrace=False)
+        raise pytest.fail.Exception(terminal_text(f"perfgate: {reason}"), pytrace=False)
     return result
 
 
@@ -401,9 +403,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     if session.results or session.report_error:
         terminalreporter.section("perfgate")
-    session.report(terminalreporter.write_line)
+    write = _shown_lines(terminalreporter.write_line)
+    session.report(write)
     html = session.html_path
     if html and session.results and not session.report_error:
-        terminalreporter.write_line(f"html:    {html}")
+        write(f"html:    {html}")
     if session.report_error:
-        terminalreporter.write_line(f"perfgate: error: {session.report_error}", red=True)
+        write(f"perfgate: error: {session.report_error}", red=True)
+
+
+def _shown_lines(write: Callable[..., Any]) -> Callable[..., None]:
+    """``write`` (a terminal reporter's ``write_line``) with names from profiles, paths and
+    notes shown as text: no escape sequence or workflow command of theirs reaches the
+    terminal or the CI log (:func:`~perfgate.report.format.terminal_text`)."""
+
+    def shown(line: str, **markup: Any) -> None:
+        write(terminal_text(line), **markup)
+
+    return shown

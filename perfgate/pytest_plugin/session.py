@@ -18,6 +18,7 @@ from perfgate.config import load_settings
 from perfgate.errors import PerfgateError
 from perfgate.profilers.runner import measuring_command, measuring_env
 from perfgate.records import RunRecord
+from perfgate.report import markdown as md
 from perfgate.report.results import (
     BenchmarkResult,
     results_document,
@@ -361,8 +362,11 @@ class PerfgateSession:
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             try:
+                shown = md.job_summary_part(
+                    summary, markdown, f"the whole report is {self.md_path}"
+                )
                 with open(summary, "a", encoding="utf-8") as handle:
-                    handle.write(markdown)
+                    handle.write(shown)
             except OSError as exc:
                 raise PerfgateError(
                     f"$GITHUB_STEP_SUMMARY: {summary}: cannot append to the job summary "

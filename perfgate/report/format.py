@@ -2,12 +2,15 @@
 
 Times are µs inside perfgate and read as ``154.484 ms``, ``50.6 µs`` or ``1.204 s``; ratios
 (0..1) read as ``5.74%``; a change reads in its threshold's unit (``+10.4%``, ``+1.25pt``,
-``+2.000 ms``).
+``+2.000 ms``); and how names from profiles are shown on a terminal or in a CI log: as text,
+never as something the terminal or the CI runner acts on (:func:`visible`,
+:func:`terminal_text`).
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 
 from perfgate.rules import Unit
@@ -114,6 +117,63 @@ def _drop_nested(name: str, opening: str, closing: str) -> str:
     return "".join(out)
 
 
+# Invisible characters that are part of real text (joiners in emoji sequences and in Indic
+# and Persian words): shown as they are.
+_JOINERS = frozenset("\u200c\u200d")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def visible(text: str, *, lines: bool = False) -> str:
+    """``text`` with what a terminal would act on or hide shown as escapes (``\\x1b``,
+    ``\\u202e``, ``\\n``): control characters (escape sequences, bell, backspace, carriage
+    return; line breaks and tabs too, unless ``lines``), bidirectional overrides and other
+    invisible format characters (zero-width spaces, byte order marks), line and paragraph
+    separators, and lone surrogates. Operator names, paths and device names come from
+    profiles that anyone can write."""
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char.isprintable() or char in _JOINERS or (lines and char in "\n\t"):
+            out.append(char)
+        elif unicodedata.category(char) == "Zs":  # a space of another width: a space
+            out.append(" ")
+        elif char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
+# What GitHub's runner reads as a workflow command in a job's log: a line starting with ``::``
+# after white space (``::error::…``, ``::add-mask::…``, ``::stop-commands::…``), or holding the
+# legacy ``##[`` anywhere in it. A zero-width space keeps such text from being one, unseen.
+_ZERO_WIDTH_SPACE = "\u200b"
+
+
+def inert(text: str) -> str:
+    """``text`` with no line that a GitHub Actions runner would take for a workflow command:
+    a ``::`` that starts a line (after white space) and every ``##[`` are broken by a
+    zero-width space, so that a name like ``::error::…`` or ``##[add-mask]…`` in a table
+    stays text in the job's log."""
+    if "::" not in text and "##[" not in text:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        start = len(line) - len(line.lstrip())
+        if line.startswith("::", start):
+            line = line[: start + 1] + _ZERO_WIDTH_SPACE + line[start + 1 :]
+        lines[i] = line.replace("##[", "#" + _ZERO_WIDTH_SPACE + "#[")
+    return "\n".join(lines)
+
+
+def terminal_text(text: str) -> str:
+    """Text for a terminal or a CI log (reports, notes, errors): :func:`visible`, line breaks
+    kept, then :func:`inert`."""
+    return inert(visible(text, lines=True))
+
+
 def display_width(text: str) -> int:
     """The terminal columns ``text`` takes: two for a wide (CJK) character, none for a
     combining one, as tabulate counts them when it aligns the columns."""
@@ -145,8 +205,9 @@ def short_name(name: str, width: int = 60) -> str:
     template argument lists and parameter lists folded
     (``void at::native::vectorized_elementwise_kernel<4, …>(int, …)`` →
     ``void at::native::vectorized_elementwise_kernel<…>(…)``), as HTA does, then cut in the
-    middle. JSON keeps the full name."""
-    text = " ".join(str(name).split())
+    middle; what a terminal would act on or hide is shown as escapes (:func:`visible`), and an
+    empty or blank name says so. JSON keeps the full name."""
+    text = _shown_name(name)
     if display_width(text) > width:
         text = _drop_nested(_drop_nested(text, "<", ">"), "(", ")")
     if display_width(text) <= width:
@@ -156,13 +217,23 @@ def short_name(name: str, width: int = 60) -> str:
     return _head(text, head) + "…" + _tail(text, tail)
 
 
+def _shown_name(name: object) -> str:
+    """A name on one line: escapes for what a terminal would act on or hide (a line break
+    reads ``\\n``, so that ``conv\\nfwd`` and ``conv fwd`` stay apart), runs of spaces as one."""
+    text = str(name)
+    if not text:
+        return "⟨empty⟩"
+    shown = " ".join(visible(text).split())
+    return shown or "⟨blank⟩"
+
+
 def short_names(names: Sequence[str], width: int = 60) -> list[str]:
     """:func:`short_name` of each of ``names`` (a table's rows), told apart where two
     different names would read the same: the look-alikes are cut around where they part
     (``…adagrad_unweighted_ker…`` and ``…adagrad_weighted_kerne…`` instead of two
     ``…codegen_r…_cta_per_row_1<…>(…)``), with their template and parameter lists shown
     when only those differ."""
-    texts = [" ".join(str(name).split()) for name in names]
+    texts = [_shown_name(name) for name in names]
     shown = [short_name(text, width) for text in texts]
     rows_of: dict[str, list[int]] = {}
     for row, text in enumerate(shown):

@@ -22,6 +22,7 @@ from perfgate.analysis.advisor import Hint
 from perfgate.analysis.metrics import METRIC_NAMES, RATIO_METRICS, RunAnalysis
 from perfgate.model import BREAKDOWN_COLUMNS, Profile
 from perfgate.records import json_number
+from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines
 from perfgate.report.format import (
     MARKDOWN_NAME_WIDTH,
@@ -30,6 +31,7 @@ from perfgate.report.format import (
     format_time,
     named_table,
     short_names,
+    visible,
 )
 
 _orjson_dumps: Callable[[Any], bytes] | None
@@ -294,13 +296,14 @@ def _format_metric(name: str, value: float) -> str:
 
 def _header_lines(profile: Profile, analysis: RunAnalysis) -> list[str]:
     meta = profile.metadata
+    # The profile's own text, on one line (a device name can hold anything).
     details = [
-        str(meta[key])
+        visible(str(meta[key]))
         for key in ("profiler_level", "aic_metrics", "device")
         if meta.get(key) not in (None, "")
     ]
     versions = [
-        f"{label} {meta[key]}"
+        f"{label} {visible(str(meta[key]))}"
         for key, label in (
             ("cann_version", "CANN"),
             ("torch_npu_version", "torch_npu"),
@@ -425,8 +428,8 @@ def render_markdown(
 ) -> str:
     """Markdown for a GitHub job summary or a PR comment (``hints``: the advisor's)."""
     header = _header_lines(profile, analysis)
-    parts = [f"### perfgate inspect: `{profile.path}`", ""]
-    parts.extend(f"- {line}" for line in header[1:])
+    parts = [f"### perfgate inspect: {md.code(profile.path)}", ""]
+    parts.extend(f"- {md.escape(line)}" for line in header[1:])
     parts.append("")
     parts.append(tabulate(_metric_rows(analysis), headers=_METRIC_HEADERS, tablefmt="github"))
     parts.append("")
@@ -442,7 +445,7 @@ def render_markdown(
         shown = short_names(names, MARKDOWN_NAME_WIDTH)
         parts.append(
             tabulate(
-                [[name, *row] for name, row in zip(shown, cells, strict=True)],
+                [[md.escape(name), *row] for name, row in zip(shown, cells, strict=True)],
                 headers=_OPERATOR_HEADERS,
                 tablefmt="github",
             )
@@ -451,8 +454,8 @@ def render_markdown(
         parts.append("")
         parts.append(f"**Advisor** ({len(hints)} hint(s), largest impact first)")
         parts.append("")
-        parts.extend(f"- {line}" for line in advice_lines(hints))
+        parts.extend(f"- {md.escape(line)}" for line in advice_lines(hints))
     if analysis.notes:
         parts.append("")
-        parts.extend(f"> {line}" for line in analysis.notes)
+        parts.extend(f"> {md.escape(line)}  " for line in analysis.notes)
     return "\n".join(parts) + "\n"
