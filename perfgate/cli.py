@@ -20,7 +20,7 @@ from perfgate import __version__
 from perfgate.errors import PerfgateError
 from perfgate.options import add_config_option, add_gate_options, given, positive_int
 from perfgate.rules import METRICS
-from perfgate.verdict import EXIT_ERROR, EXIT_OK
+from perfgate.verdict import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 if TYPE_CHECKING:
     from perfgate.analysis.compare import Comparison
@@ -779,6 +779,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        _say("perfgate: interrupted", err=True)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `perfgate inspect … | head` closed the pipe: not an error.
         sys.stderr.close()

@@ -18,6 +18,13 @@ class PerfgateError(Exception):
     exit_code = 2
 
 
+class Interrupted(PerfgateError):
+    """Ctrl-C (SIGINT) while perfgate wrote something: the message says what was written
+    before it. Exit status 130, as a shell gives a command that SIGINT ended."""
+
+    exit_code = 130
+
+
 class ProfileError(PerfgateError):
     """A profile file or directory that cannot be read as what it claims to be.
 
@@ -52,9 +59,20 @@ class StoreError(PerfgateError):
     edited into something else, or in another benchmark's or commit's place): the gate
     cannot judge against it, and must not take it for a missing baseline."""
 
-    def __init__(self, message: str, path: str | Path) -> None:
+    # What to do about it, for the verdict's note; a file of a newer format is no damage.
+    REPAIR = (
+        "restore it from git, or delete it and record that commit's baseline again "
+        "(pytest --perfgate --perfgate-update on it)"
+    )
+
+    def __init__(self, message: str, path: str | Path, remedy: str = REPAIR) -> None:
         super().__init__(message)
         self.path = str(path)
+        self.remedy = remedy
+
+
+class NewerFormat(PerfgateError):
+    """A file perfgate wrote in a newer format than this version reads."""
 
 
 class ConfigError(PerfgateError):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.analysis.compare import Comparison, Look, compare_runs, gated_value
-from perfgate.errors import PerfgateError, StoreError
+from perfgate.errors import Interrupted, PerfgateError, StoreError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
 from perfgate.rules import Rules, Settings
 from perfgate.store.baselines import history, prepare_baseline, stored_envs, write_prepared
@@ -150,7 +150,11 @@ def gate_against_store(
             else None
         )
         if not found:
-            missing = _no_baseline(current, root, walk, lookup.strict, current_info)
+            try:
+                missing = _no_baseline(current, root, walk, lookup.strict, current_info)
+            except StoreError as exc:  # listing the runner's other environments
+                comparisons.append(damaged_store(name, exc, current_info))
+                continue
             missing.notes[:0] = [own_note] if own_note else []
             comparisons.append(missing)
             continue
@@ -200,11 +204,7 @@ def damaged_store(benchmark: str, exc: StoreError, current: dict[str, Any]) -> C
         verdict=Verdict.ERROR,
         baseline={"commit": None, "path": exc.path},
         current=current,
-        notes=[
-            f"the baseline store holds a file perfgate cannot use: {exc}; restore it from "
-            "git, or delete it and record that commit's baseline again (pytest --perfgate "
-            "--perfgate-update on it)"
-        ],
+        notes=[f"the baseline store holds a file perfgate cannot use: {exc}; {exc.remedy}"],
     )
 
 
@@ -389,6 +389,12 @@ def record_baselines(
     for path, data in prepared:
         try:
             paths.append(write_prepared(path, data))
+        except KeyboardInterrupt:  # each write is whole or not there: say which are there
+            written = ", ".join(str(p) for p in paths) or "none"
+            raise Interrupted(
+                f"interrupted while writing baselines: {len(paths)} of {len(prepared)} "
+                f"written ({written}); {path} and the ones after it were not"
+            ) from None
         except PerfgateError as exc:
             if not paths:
                 raise

@@ -36,7 +36,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import NotRequired, TypedDict
 
-from perfgate.errors import PerfgateError
+from perfgate.errors import NewerFormat, PerfgateError
 from perfgate.verdict import MetricStatus, Verdict
 
 BASELINE_FORMAT = "perfgate.baseline"
@@ -331,7 +331,7 @@ def _check_format(document: object, where: str, name: str, newest: int) -> None:
         )
     if version > newest:
         kind = "baseline" if name == BASELINE_FORMAT else "results"
-        raise PerfgateError(
+        raise NewerFormat(
             f"{where}: {kind} format_version {version} is newer than this perfgate reads "
             f"(up to {newest}); upgrade perfgate"
         )
@@ -521,6 +521,24 @@ def validate_results(value: object, where: str) -> ResultsDocument:
 MAX_JSON_BYTES = 256 * 2**20
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _object_of_distinct_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (json would keep the last)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return value
+
+
 def read_json(path: Path, what: str) -> object:
     """The decoded JSON value of ``path`` (a ``what``: "baseline", "results file" …), or one
     error line: missing, unreadable, not UTF-8, not JSON, nested too deep."""
@@ -546,7 +564,14 @@ def read_json(path: Path, what: str) -> object:
     except OSError as exc:
         raise PerfgateError(f"{path}: cannot read the {what} ({exc.strerror})") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_object_of_distinct_keys)
+    except _RepeatedKey as exc:
+        # json keeps the last of a key given twice: a hand or union merge of two files
+        # would silently serve one of them.
+        raise PerfgateError(
+            f"{path}: key {exc.key!r} is given twice in one object (expected each key once, "
+            f"as perfgate writes a {what})"
+        ) from None
     except json.JSONDecodeError as exc:
         # json's messages end in " at" where they give the place apart ("Unterminated string
         # starting at"): the place is said first, the message ends as a phrase.

@@ -67,6 +67,7 @@ UNDECIDED = frozenset({Verdict.NO_BASELINE, Verdict.INCOMPARABLE, Verdict.UNSTAB
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a command that SIGINT ended
 
 
 def parse_verdict(value: object, where: str) -> Verdict:

@@ -1646,6 +1646,9 @@ def test_a_rerun_that_records_the_same_commit_again_replaces_the_earlier_baselin
     git(first, "push", "--quiet", "origin", "HEAD:main")
     (checkout / path).parent.mkdir(parents=True)
     (checkout / path).write_text('{"run": 2}\n')
+    # A writer killed mid-write (SIGKILL) left its hidden temporary file: never committed.
+    leftover = (checkout / path).parent / f".{Path(path).stem}.2jl4v7ht.tmp"
+    leftover.write_text('{"ru')
     with contextlib.redirect_stdout(io.StringIO()) as out:
         sha = baselines_step.commit_and_push(
             checkout,
@@ -1658,6 +1661,7 @@ def test_a_rerun_that_records_the_same_commit_again_replaces_the_earlier_baselin
     assert "push rejected (attempt 1/5)" in out.getvalue()
     assert sha == git(remote, "rev-parse", "main")
     assert json.loads(git(remote, "show", f"main:{path}")) == {"run": 2}
+    assert git(remote, "ls-tree", "-r", "--name-only", "main", "baselines") == path
 
 
 def test_pushes_that_keep_failing_stop_after_the_bounded_number_of_attempts(

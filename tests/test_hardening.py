@@ -660,8 +660,10 @@ def test_a_baseline_that_is_no_file_is_an_error_not_no_baseline(
     said = _poison(where, kind)
     current = results_file(tmp_path / "current.json", [run_record()])
     status, out, err = cli("compare", str(current), "--repo", str(repo))
-    assert (status, out) == (2, "")
-    assert err.startswith(f"perfgate: error: {where}: {said}")
+    # That benchmark's verdict is error, saying why (the others would still be judged).
+    assert (status, err) == (2, "")
+    assert "[ERROR] b" in out
+    assert f"the baseline store holds a file perfgate cannot use: {where}: {said}" in out
     status, _, err = cli("baseline", "list", "--repo", str(repo))
     assert status == 2 and str(where) in err
     # Nor is anything written there (a FIFO blocked the update; a link was written through).
@@ -700,18 +702,104 @@ def test_a_file_where_the_store_has_a_directory_is_an_error(
     env.parent.mkdir(parents=True)
     env.write_text("not a directory")
     current = results_file(tmp_path / "current.json", [run_record()])
-    status, _, err = cli("compare", str(current), "--repo", str(repo))
+    status, out, _ = cli("compare", str(current), "--repo", str(repo))
     assert status == 2
-    assert err.startswith(f"perfgate: error: {env}: is a file (expected a directory")
+    assert f"cannot use: {env}: is a file (expected a directory" in out
     # The store itself a file: that file is named, not the benchmark's directory below it.
     shutil.rmtree(repo / "baselines")
     (repo / "baselines").write_text("not a directory")
-    for command in (("compare", str(current)), ("baseline", "list"), ("history", "b")):
+    status, out, _ = cli("compare", str(current), "--repo", str(repo))
+    assert status == 2
+    assert f"cannot use: {repo / 'baselines'}: is a file (expected a directory" in out
+    for command in (("baseline", "list"), ("history", "b")):
         status, _, err = cli(*command, "--repo", str(repo))
         assert status == 2, command
         assert err.startswith(
             f"perfgate: error: {repo / 'baselines'}: is a file (expected a directory"
         ), (command, err)
+
+
+def _recorded_plugin_project(repo: Path) -> Path:
+    """``repo`` with a benchmark whose baseline the plugin recorded and committed, and a
+    later commit to gate; the path of that baseline."""
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    (repo / "perfgate.yaml").write_text("statistics: {processes: 1, rounds: 2, max_rounds: 2}\n")
+    commit_all(repo, "A benchmark")
+    done = run_plugin(repo, "test_bench.py", "--perfgate-update")
+    assert done.returncode == 0, done.stdout
+    commit_all(repo, "perfgate: baselines")
+    (repo / "model.py").write_text("VERSION = 2\n")
+    commit_all(repo, "Model v2")
+    [baseline] = (repo / "baselines" / "loop").rglob("*.json")
+    return baseline
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["directory", "fifo", "looping link", "env a file", "store a dangling link",
+     "benchmark a dangling link"],
+)  # fmt: skip
+def test_pytest_perfgate_over_a_damaged_store_is_an_error_not_no_baseline(
+    repo: Path, tmp_path: Path, damage: str
+) -> None:
+    # The plugin took each of these for "no baseline" (exit 0) where compare said error;
+    # a link to nothing in the store's or a benchmark's place was no baseline in both doors
+    # (a shared store whose mount is missing on this runner turned the gate off).
+    baseline = _recorded_plugin_project(repo)
+    if damage in ("directory", "fifo", "looping link"):
+        baseline.unlink()
+        said = f"{baseline}: {_poison(baseline, damage)}"
+    elif damage == "env a file":
+        shutil.rmtree(baseline.parent)
+        baseline.parent.write_text("not a directory")
+        said = f"{baseline.parent}: is a file (expected a directory"
+    else:
+        place = repo / "baselines" if damage.startswith("store") else baseline.parent.parent
+        shutil.move(place, tmp_path / "moved")
+        place.symlink_to(tmp_path / "not-mounted")
+        said = f"{place}: is a symbolic link to nothing"
+    done = run_plugin(repo, "test_bench.py")
+    assert done.returncode == 1, done.stdout
+    assert "loop         ERROR" in done.stdout
+    assert f"the baseline store holds a file perfgate cannot use: {said}" in done.stdout
+    if damage.startswith("store"):  # and recording there is refused before measuring
+        commit_all(repo, "The store: a link to a shared one")
+        done = run_plugin(repo, "test_bench.py", "--perfgate-update")
+        said = done.stdout + done.stderr
+        assert done.returncode == 4, said
+        assert f"{repo / 'baselines'}: is a symbolic link to nothing" in said
+        assert "measuring" not in said and "passed" not in said
+
+
+def test_an_update_merges_only_the_records_of_its_own_processes(repo: Path) -> None:
+    # An earlier --perfgate-update of 3 processes left processes/1 and processes/2; an update
+    # of 1 process at a later commit merged them into its baseline (another commit's steps).
+    baseline = _recorded_plugin_project(repo)
+    (repo / "perfgate.yaml").write_text("statistics: {processes: 3, rounds: 2, max_rounds: 2}\n")
+    commit_all(repo, "3 processes")
+    assert run_plugin(repo, "test_bench.py", "--perfgate-update").returncode == 0
+    commit_all(repo, "perfgate: baselines of 3 processes")
+    (repo / "perfgate.yaml").write_text("statistics: {processes: 1, rounds: 2, max_rounds: 2}\n")
+    head = commit_all(repo, "1 process")
+    assert run_plugin(repo, "test_bench.py", "--perfgate-update").returncode == 0
+    recorded = json.loads((baseline.parent / f"{head}.json").read_text())
+    assert set(recorded["timing"]["process"]) == {0}
+    assert not (repo / "perfgate-out" / "processes").exists()
+
+
+def test_benchmark_names_that_differ_only_in_case_are_refused(repo: Path) -> None:
+    (repo / "test_bench.py").write_text(
+        PLUGIN_PROJECT + "\n\n@pytest.mark.perfgate(name='Loop')\ndef test_other(perfgate):\n"
+        "    perfgate.run(lambda: time.sleep(0.0005), steps=12, warmup=1)\n"
+    )
+    (repo / "test_bench.py").write_text("import pytest\n" + (repo / "test_bench.py").read_text())
+    commit_all(repo, "Two benchmarks")
+    done = run_plugin(repo, "test_bench.py")
+    assert done.returncode == 1, done.stdout
+    assert (
+        "benchmark names 'loop' (test_bench.py::test_loop) and 'Loop' "
+        "(test_bench.py::test_other) differ only in case"
+    ) in done.stdout
 
 
 def test_a_baseline_link_is_not_written_through(repo: Path, tmp_path: Path, cli: Cli) -> None:
@@ -753,6 +841,56 @@ def test_a_baseline_update_checks_every_target_before_writing_one(
     status, _, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
     assert status == 2 and "nothing was written" in err
     assert not (repo / "baselines" / "a").exists()  # it was written before the refusal
+
+
+def test_ctrl_c_while_baselines_are_written_says_which_were(
+    repo: Path, tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was a KeyboardInterrupt traceback, and the baselines written so far were not said.
+    from perfgate import gate
+
+    head = git(repo, "rev-parse", "HEAD")
+    runs = [run_record(name) for name in ("a", "b", "c")]
+    source = results_file(tmp_path / "results.json", runs, commit=head)
+    from perfgate.store.baselines import write_prepared as write
+
+    written: list[Path] = []
+
+    def write_then_interrupted(path: Path, data: bytes) -> Path:  # Ctrl-C at the third
+        if len(written) == 2:
+            raise KeyboardInterrupt
+        written.append(write(path, data))
+        return written[-1]
+
+    monkeypatch.setattr(gate, "write_prepared", write_then_interrupted)
+    status, out, err = cli("baseline", "update", "--from", str(source), "--repo", str(repo))
+    assert (status, out) == (130, "")
+    store = repo / "baselines"
+    assert err == (
+        "perfgate: error: interrupted while writing baselines: 2 of 3 written "
+        f"({store}/a/e/{head}.json, {store}/b/e/{head}.json); {store}/c/e/{head}.json and "
+        "the ones after it were not\n"
+    )
+    assert store_files(repo) == [f"a/e/{head}.json", f"b/e/{head}.json"]
+
+
+def test_a_baseline_of_a_newer_perfgate_is_kept_and_perfgate_upgraded(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    source = results_file(tmp_path / "results.json", [run_record()], commit=head)
+    assert cli("baseline", "update", "--from", str(source), "--repo", str(repo))[0] == 0
+    [path] = (repo / "baselines").rglob("*.json")
+    newer = json.loads(path.read_text()) | {"format_version": 99}
+    path.write_text(json.dumps(newer))
+    current = results_file(tmp_path / "current.json", [run_record(step_us=1001.0)])
+    status, out, _ = cli("compare", str(current), "--repo", str(repo))
+    assert status == 2
+    # Not "delete it and record that commit's baseline again": it is no damaged file.
+    assert (
+        "newer than this perfgate reads (up to 2); upgrade perfgate; upgrade perfgate where "
+        "it runs (keep the file: a newer perfgate wrote it)"
+    ) in " ".join(out.split())
 
 
 def _inspect_json(profile: Path) -> dict[str, Any]:

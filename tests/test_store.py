@@ -275,6 +275,20 @@ def test_a_repository_git_refuses_to_read_is_not_one_without_commits(tmp_path: P
     assert f"git config --global --add safe.directory {repo.path}" in str(caught.value)
 
 
+def test_an_orphan_branch_is_not_a_repository_without_commits(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "checkout")
+    repo.write("model.py", "x = 1\n")
+    repo.commit("model")
+    repo.repo.git.checkout("--orphan", "docs")
+    with pytest.raises(PerfgateError) as caught:
+        current_commit(repo.path)
+    # It said "the git repository has no commits yet", of a repository that has some.
+    assert str(caught.value) == (
+        f"{repo.path}: HEAD is on branch 'docs', which has no commits yet (commit first: "
+        "baselines are keyed by commit)"
+    )
+
+
 def test_current_commit_reports_sha_branch_and_commit_time(hist: History) -> None:
     assert current_commit(hist.path) == CommitInfo(
         sha=hist.sha["M"], branch="main", dirty=False, time="2024-01-09T12:00:00+02:00"
@@ -548,6 +562,20 @@ def test_a_newer_format_version_asks_to_upgrade_perfgate(tmp_path: Path) -> None
         f"{path}: baseline format_version {BASELINE_FORMAT_VERSION + 1} is newer than this "
         f"perfgate reads (up to {BASELINE_FORMAT_VERSION}); "
         "upgrade perfgate"
+    )
+
+
+def test_a_key_given_twice_is_refused_not_read_as_its_last_copy(tmp_path: Path) -> None:
+    # A hand (or union) merge of two baselines into one file: json kept the second
+    # "samples" and the gate compared with half of a file without a word.
+    text = json.dumps(record())
+    path = tmp_path / "merged.json"
+    path.write_text(text[:-1] + ', "samples": {"step": [0], "step_time_us": [1.0]}}')
+    with pytest.raises(PerfgateError) as err:
+        read_baseline(path)
+    assert str(err.value) == (
+        f"{path}: key 'samples' is given twice in one object (expected each key once, as "
+        "perfgate writes a baseline file)"
     )
 
 

@@ -44,6 +44,8 @@ from perfgate.sides import load_results_file
 from perfgate.store.git import default_branch
 
 BOT_NAME = "github-actions[bot]"
+# The hidden temporary files of the store's writers (perfgate.store.atomic), never committed.
+TEMPORARY_FILES = ":(exclude,glob)**/.*.tmp"
 BOT_EMAIL = "41898282+github-actions[bot]@users.noreply.github.com"
 SUBJECT = "perfgate: baselines for "
 
@@ -109,7 +111,9 @@ def commit_and_push(
     again, up to ``attempts`` pushes in all, waiting ``backoff`` seconds, doubling, between.
     Returns the pushed commit, or None when there was nothing to commit."""
     env = bot_env(env)
-    git(repo, "add", "--all", "--", *paths, env=env)
+    # Not a writer's hidden temporary file (one left by a writer that was killed): it is
+    # no baseline, and the gate never reads it.
+    git(repo, "add", "--all", "--", *paths, TEMPORARY_FILES, env=env)
     if git(repo, "diff", "--cached", "--quiet", env=env, check=False).returncode == 0:
         return None
     git(repo, "commit", "--quiet", "--no-verify", "-m", message, env=env)

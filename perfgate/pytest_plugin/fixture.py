@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import pytest
 
 from perfgate.analysis.compare import Comparison, Look
-from perfgate.errors import ConfigError, PerfgateError, clipped, shown
+from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
 from perfgate.profilers import measure, runner
 from perfgate.profilers.environment import check_msprof_environment
 from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
@@ -332,7 +332,7 @@ class Benchmark:
         look again, spending α over the looks (Lan–DeMets, Pocock type). Returns the last
         comparison and the look it was."""
         from perfgate.analysis.statistics import spending_pocock
-        from perfgate.gate import StoreLookup, gate_against_store, store_root
+        from perfgate.gate import StoreLookup, damaged_store, gate_against_store, store_root
         from perfgate.store.baselines import stored_baselines
 
         session = self.session
@@ -364,12 +364,18 @@ class Benchmark:
                 # stored, passing as no-baseline would let every change through unjudged
                 # (git refusing the checkout's owner, no git on the runner, no .git at all).
                 root = store_root(session.rootdir, session.settings)
-                stored = stored_baselines(root, self.name, record["env"])
+                current = {"commit": record.get("commit")}
+                if isinstance(exc, StoreError):  # a damaged store is no missing baseline
+                    return damaged_store(self.name, exc, current), look
+                try:
+                    stored = stored_baselines(root, self.name, record["env"])
+                except StoreError as damage:
+                    return damaged_store(self.name, damage, current), look
                 unfound = Comparison(
                     benchmark=self.name,
                     verdict=Verdict.ERROR if stored else Verdict.NO_BASELINE,
                     baseline={"commit": None},
-                    current={"commit": record.get("commit")},
+                    current=current,
                     notes=[
                         f"{stored} baseline(s) of {self.name} on {record['env']} are stored, "
                         f"but none can be looked up: {exc}"
@@ -413,7 +419,15 @@ class Benchmark:
                 [merged], session.settings, session.rootdir, allow_dirty=session.allow_dirty
             )
         except PerfgateError as exc:
-            self.keep_failure(f"its baseline was not recorded: {exc}")
+            # Measured, not recorded: the run is in the reports as measured, its verdict error.
+            failed = Comparison(
+                benchmark=self.name,
+                verdict=Verdict.ERROR,
+                baseline={"commit": None},
+                current={"commit": merged.get("commit")},
+                notes=[f"measured, but its baseline was not recorded: {exc}"],
+            )
+            self._keep(BenchmarkResult(record=merged, comparison=failed, timings_s=laps))
             _fail(f"perfgate: {exc}")
         return self._keep(BenchmarkResult(record=merged, timings_s=laps, recorded=path))
 

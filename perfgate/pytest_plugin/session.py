@@ -158,7 +158,18 @@ class PerfgateSession:
                 f"{str(session.commit['commit'])[:12]} is not what would be measured; commit "
                 "them, or pass --perfgate-allow-dirty to record baselines marked dirty"
             )
+        if session.update and not session.measure_only:
+            session._check_store_writable()
         return session
+
+    def _check_store_writable(self) -> None:
+        """Before anything is measured for it: a store that cannot take the baselines (a
+        read-only checkout, a link to nothing, a file in its place) is said now, not after
+        every benchmark ran."""
+        from perfgate.gate import store_root
+        from perfgate.store.baselines import writable_store
+
+        writable_store(store_root(self.rootdir, self.settings))
 
     def _commit_info(self) -> tuple[dict[str, Any], str]:
         """HEAD's commit, branch and dirtiness, or nothing and why there is none."""
@@ -172,11 +183,24 @@ class PerfgateSession:
         return {"commit": info.sha, "branch": info.branch, "dirty": info.dirty}, ""
 
     def register_name(self, name: str, nodeid: str) -> None:
-        """Benchmark names are baseline paths: two tests may not share one."""
+        """Benchmark names are baseline paths: two tests may not share one, nor names that
+        differ only in case (one folder on macOS and Windows checkouts: one benchmark's
+        baselines would be the other's)."""
         other = self.names.get(name)
         if other is not None and other != nodeid:
             raise PerfgateError(
                 f"benchmark name {name!r} is used by {other} and {nodeid}; give one of them "
+                "@pytest.mark.perfgate(name=...)"
+            )
+        folded = next(
+            (n for n in self.names if n.lower() == name.lower() and n != name),
+            None,
+        )
+        if folded is not None and self.names[folded] != nodeid:
+            raise PerfgateError(
+                f"benchmark names {folded!r} ({self.names[folded]}) and {name!r} ({nodeid}) "
+                "differ only in case: on a case-insensitive file system (macOS, Windows) their "
+                "baselines would be one folder; give one of them another "
                 "@pytest.mark.perfgate(name=...)"
             )
         self.names[name] = nodeid
@@ -220,9 +244,11 @@ class PerfgateSession:
             + [rules.statistics.processes for rules in self.settings.benchmarks.values()]
         )
         args = list(config.invocation_params.args)
+        # An earlier session's records (more processes then, or one interrupted) must not
+        # be merged into this one's baselines: xdist workers find the folders by listing.
+        shutil.rmtree(self.out_dir / "processes", ignore_errors=True)
         for process in range(1, count):
             folder = self.out_dir / "processes" / str(process)
-            shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             xdist = config.pluginmanager.hasplugin("xdist")
             command = measuring_command(args, process, folder / "records", xdist)
@@ -283,7 +309,10 @@ class PerfgateSession:
         for folder in folders:
             path = folder / f"{benchmark}.json"
             if path.is_file():
-                found.append(validate_run(read_json(path, "process record"), str(path)))
+                record = validate_run(read_json(path, "process record"), str(path))
+                # Only what this session's processes measured, of the commit being recorded.
+                if record.get("commit") == self.commit.get("commit"):
+                    found.append(record)
         return found
 
     # ------------------------------------------------------------------ xdist

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.errors import PerfgateError, StoreError
+from perfgate.errors import NewerFormat, PerfgateError, StoreError
 from perfgate.records import (
     BaselineRecord,
     read_json,
@@ -129,7 +129,35 @@ def prepare_baseline(root: Path, record: dict[str, Any] | BaselineRecord) -> tup
             f"{path}: is {kind} (expected a baseline JSON file or nothing there; remove it); "
             "nothing was written"
         )
+    link = _dangling_link_on_the_way(path.parent)
+    if link is not None:
+        raise PerfgateError(
+            f"{link}: is a symbolic link to nothing {_LINK_EXPECTED}; nothing was written"
+        )
     return path, data
+
+
+def writable_store(root: Path) -> None:
+    """Refuse a store that cannot take baselines: the first existing folder on the way to
+    ``root`` (``root`` itself once it exists) must be a writable directory, and no part of
+    the way a symbolic link to nothing.
+
+    Raises:
+        PerfgateError: naming the place and what is wrong with it.
+    """
+    link = _dangling_link_on_the_way(root)
+    if link is not None:
+        raise PerfgateError(f"{link}: is a symbolic link to nothing {_LINK_EXPECTED}")
+    place = root
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise PerfgateError(f"{place}: is a file {_DIRECTORY_EXPECTED}")
+    if not os.access(place, os.W_OK | os.X_OK):
+        raise PerfgateError(
+            f"{place}: is not writable by this user, so no baseline can be recorded there "
+            "(a read-only checkout?)"
+        )
 
 
 def write_prepared(path: Path, data: bytes) -> Path:
@@ -171,6 +199,9 @@ def read_baseline(path: Path) -> BaselineRecord:
 def _read_at(path: Path, benchmark: str, env: str, sha: str) -> BaselineRecord:
     try:
         record = read_baseline(path)
+    except NewerFormat as exc:  # written by a newer perfgate: keep it, upgrade this one
+        remedy = "upgrade perfgate where it runs (keep the file: a newer perfgate wrote it)"
+        raise StoreError(str(exc), path, remedy) from None
     except PerfgateError as exc:  # read_baseline also reads files outside the store
         raise StoreError(str(exc), path) from None
     # A file copied to the wrong place would silently serve the wrong benchmark or commit.
@@ -233,11 +264,13 @@ def stored_envs(root: Path, benchmark: str) -> list[str]:
 
 def stored_baselines(root: Path, benchmark: str, env: str) -> int:
     """How many baseline files of ``benchmark`` on ``env`` the store holds (a directory
-    listing); 0 where the store cannot be listed either."""
-    try:
-        return len(stored_commits(root, benchmark, env))
-    except PerfgateError:
-        return 0
+    listing).
+
+    Raises:
+        StoreError: the store is damaged where it would be listed (a file or a link to
+            nothing in a directory's place, a directory in a baseline's).
+    """
+    return len(stored_commits(root, benchmark, env))
 
 
 def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
@@ -246,15 +279,18 @@ def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
+        link = _dangling_link_on_the_way(directory)
+        if link is not None:  # the store (or a part) is a link to nothing: not "no baselines"
+            raise StoreError(
+                f"{link}: is a symbolic link to nothing {_LINK_EXPECTED}", link, _MEND_LINK
+            ) from None
         return []
     except NotADirectoryError:
         # A file where the layout has a directory: its baselines would silently be "none".
-        raise PerfgateError(
-            f"{_file_on_the_way(directory)}: is a file (expected a directory of the baseline "
-            "store: BENCHMARK/ENV/COMMIT.json)"
-        ) from None
+        place = _file_on_the_way(directory)
+        raise StoreError(f"{place}: is a file {_DIRECTORY_EXPECTED}", place) from None
     except OSError as exc:
-        raise PerfgateError(f"{directory}: cannot be listed ({exc.strerror})") from None
+        raise StoreError(f"{directory}: cannot be listed ({exc.strerror})", directory) from None
     found = []
     for entry in entries:
         if files:
@@ -264,6 +300,28 @@ def _scan(directory: Path, *, files: bool) -> Iterable[tuple[str, Path]]:
         elif is_safe_name(entry.name) and _store_directory(entry):
             found.append((entry.name, Path(entry.path)))
     return found
+
+
+_DIRECTORY_EXPECTED = "(expected a directory of the baseline store: BENCHMARK/ENV/COMMIT.json)"
+_LINK_EXPECTED = (
+    "(its target is missing, or loops; expected a directory of the baseline store: "
+    "BENCHMARK/ENV/COMMIT.json)"
+)
+
+
+_MEND_LINK = (
+    "point the link at the store (is a shared store not mounted on this runner?), or put "
+    "the store's directory in its place"
+)
+
+
+def _dangling_link_on_the_way(directory: Path) -> Path | None:
+    """The first of ``directory`` and its parents that is a symbolic link to nothing (a
+    shared store whose mount is missing on this runner), or None."""
+    for place in (*reversed(directory.parents), directory):
+        if place.is_symlink() and not place.exists():
+            return place
+    return None
 
 
 def _file_on_the_way(directory: Path) -> Path:
@@ -285,10 +343,8 @@ def _store_directory(entry: os.DirEntry[str]) -> bool:
     except OSError:  # a symlink that loops
         broken = True
     if broken:
-        raise PerfgateError(
-            f"{entry.path}: is a symbolic link to nothing (its target is missing, or loops; "
-            "expected a directory of the baseline store: BENCHMARK/ENV/COMMIT.json)"
-        )
+        message = f"{entry.path}: is a symbolic link to nothing {_LINK_EXPECTED}"
+        raise StoreError(message, entry.path, _MEND_LINK)
     return False  # a file beside the benchmarks (a README): not the store's
 
 
@@ -308,7 +364,7 @@ def _baseline_file(entry: os.DirEntry[str]) -> Path:
                 if entry.is_symlink()
                 else "no regular file (a FIFO, socket or device)"
             )
-        raise PerfgateError(f"{entry.path}: is {kind} (expected a baseline JSON file)")
+        raise StoreError(f"{entry.path}: is {kind} (expected a baseline JSON file)", entry.path)
     return Path(entry.path)
 
 

@@ -84,9 +84,19 @@ def _open(repo_dir: Path) -> Any:
         ) from exc
     if not repo.head.is_valid():
         refused = _git_refusal(repo)
+        try:  # HEAD on a branch with no commits (git checkout --orphan) in a repository that
+            # has commits is not "no commits yet"
+            unborn = repo.head.reference.name if repo.refs else None
+        except (TypeError, ValueError):
+            unborn = None
         repo.close()
         if refused:  # e.g. "detected dubious ownership": the commits are there
             raise PerfgateError(f"{repo_dir}: git cannot read the repository: {refused}")
+        if unborn:
+            raise PerfgateError(
+                f"{repo_dir}: HEAD is on branch {unborn!r}, which has no commits yet (commit "
+                "first: baselines are keyed by commit)"
+            )
         raise PerfgateError(
             f"{repo_dir}: the git repository has no commits yet (commit first: baselines are "
             "keyed by commit)"
