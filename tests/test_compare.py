@@ -433,6 +433,23 @@ def _op(
     return entry
 
 
+def test_operators_of_a_short_capture_are_judged_on_their_effect() -> None:
+    # 3 steps a side (a short msprof capture): a two-sided Mann-Whitney p is never below 0.1,
+    # so an operator that tripled was "unchanged" and no regression was explained.
+    base = [_op(f"Op{i}", 100.0 * (i + 1), [100.0 * (i + 1)] * 3) for i in range(8)]
+    cur = [dict(op) for op in base]
+    cur[2] = _op("Op2", 900.0, [899.0, 900.0, 901.0])
+    cur[5] = _op("Op5", 630.0, [630.0, 630.0, 630.0])  # +5%: under the untested 10%
+    deltas = operator_deltas(operators(base), operators(cur), 660.0, RULES.operators, 0.01)
+    assert {d.op_type: d.status for d in deltas if d.status != "unchanged"} == {"Op2": "changed"}
+    # With steps enough for the test, it decides as before: the same +5%, steady, is changed.
+    many = [_op(f"Op{i}", 100.0 * (i + 1), [100.0 * (i + 1)] * 12) for i in range(8)]
+    more = [dict(op) for op in many]
+    more[5] = _op("Op5", 630.0, [630.0 + k / 100 for k in range(12)])
+    deltas = operator_deltas(operators(many), operators(more), 30.0, RULES.operators, 0.01)
+    assert {d.op_type: d.status for d in deltas if d.status != "unchanged"} == {"Op5": "changed"}
+
+
 def test_an_unchanged_pair_marks_no_operator_changed() -> None:
     medians = np.random.default_rng(5).uniform(100, 5000, 30)
 

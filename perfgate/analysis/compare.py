@@ -589,22 +589,33 @@ def _mark_changed(
     """Mark an operator ``changed`` only when its device time per step moved beyond its own
     noise: a two-sided Mann–Whitney test on its per-step samples, Holm-corrected over every
     operator tested (300 operators at α would otherwise flag three by chance), and at least
-    2%; without samples, at least 10%. Always at least 1 µs per step."""
+    2%; without samples, or with too few for the test ever to decide (3 steps a side can
+    give no p below 0.1: a short msprof capture), at least 10%. Always at least 1 µs per
+    step."""
     tested: list[tuple[float, OperatorDelta]] = []
+    pending = []
     family = 0  # every operator with samples on both sides counts in the correction
     for delta, b, c in deltas:
         if delta.status != "pending" or b is None or c is None:
             continue
         delta.status = "unchanged"
+        b_samples, c_samples = clean(b.get("samples_us") or []), clean(c.get("samples_us") or [])
+        family += b_samples.size >= 3 and c_samples.size >= 3
+        pending.append((delta, b_samples, c_samples))
+    for delta, b_samples, c_samples in pending:
         size = abs(delta.delta_us)
         base = delta.baseline_time_per_step_us
         relative = size / base if base else math.inf
-        b_samples, c_samples = clean(b.get("samples_us") or []), clean(c.get("samples_us") or [])
-        sampled = b_samples.size >= 3 and c_samples.size >= 3
-        family += sampled
         if size < OPERATOR_MIN_CHANGE_US:
             continue
-        if sampled:
+        # The smallest two-sided p the test can give (every step of one side above every
+        # step of the other) must pass the strictest Holm bound, α over the family.
+        decidable = (
+            b_samples.size >= 3
+            and c_samples.size >= 3
+            and 2 / math.comb(b_samples.size + c_samples.size, b_samples.size) < alpha / family
+        )
+        if decidable:
             if relative >= OPERATOR_MIN_CHANGE:
                 p = 2 * min(
                     one_sided_mann_whitney_p(c_samples, b_samples),
