@@ -229,6 +229,28 @@ def test_long_kernels_and_back_to_back_small_ones_are_no_fusion_hint() -> None:
     assert hint.figures["launch_gap_us"] == 35.0
 
 
+def test_a_stall_inside_a_run_of_small_kernels_claims_no_more_than_the_steps() -> None:
+    # Five steps of 150 µs, each ten 10 µs kernels with 5 µs launch gaps; in one step (a
+    # busy runner) the host stalled 4 ms in the middle of the run. Mean span over the median
+    # step said 204% "of the step"; the share is of all the steps' time now.
+    tasks: list[Task] = []
+    steps = []
+    start = 0.0
+    for step in range(5):
+        stall = 4000.0 if step == 3 else 0.0
+        for i in range(10):
+            tasks.append(
+                (0, "Add", "AI_CORE", "compute", start + i * 15.0 + stall * (i >= 5), 10.0)
+            )
+        end = start + 150.0 + stall
+        steps.append((0, step, start, end))
+        start = end
+    hint = generated_hints(generated(tasks, steps))["small_kernels"]
+    spans = 4 * 145.0 + 145.0 + 4000.0  # the run of each step, the stalled one included
+    assert hint.figures["span_ratio"] == pytest.approx(spans / (5 * 150.0 + 4000.0))
+    assert hint.figures["span_ratio"] <= 1.0
+
+
 # --------------------------------------------------------------------------- sync waits
 
 
