@@ -34,8 +34,9 @@ def escape(text: object) -> str:
 
 
 def code(text: object) -> str:
-    """``text`` as a code span, when it can be one (no backtick, ``|`` or line break; a
-    safe benchmark or env name always can); else as :func:`escape`'d text."""
+    """``text`` as a code span, when it can be one (no backtick, ``|``, line break or other
+    character :func:`~perfgate.report.format.visible` escapes; a safe benchmark or env name
+    always can); else as :func:`escape`'d text."""
     value = str(text)
     if not value or any(c in value for c in "`|") or visible(value) != value:
         return escape(value)
