@@ -202,3 +202,19 @@ def test_the_job_summary_stays_within_githubs_bound(
     append_summary(_report(300, 40))
     assert summary.stat().st_size <= md.JOB_SUMMARY_BYTES
     assert "benchmark sections left out here" in summary.read_text()
+
+
+def test_the_html_report_shows_hostile_names_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A right-to-left override in an operator name turned the rest of the reason paragraph
+    # around in the browser ("+0.652 ms/step" read "pets/sm 256.0+").
+    source = Path(__file__).parent / "data" / "records" / "host_copy.results.json"
+    text = source.read_text().replace('"aten::to"', '"aten::to\\u202e\\u001b[2J"')
+    assert "\\u202e" in text
+    results = tmp_path / "results.json"
+    results.write_text(text)
+    main(["report", str(results), "--format", "html", "-o", str(tmp_path / "r.html")])
+    page = (tmp_path / "r.html").read_text()
+    assert "\u202e" not in page and "\x1b" not in page
+    assert "aten::to\\u202e\\x1b[2J" in page

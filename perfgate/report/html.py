@@ -45,6 +45,16 @@ _VERDICT_CLASS = {
 
 def _environment() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+    from markupsafe import Markup
+
+    from perfgate.report.format import visible
+
+    def shown(value: Any) -> Any:
+        # Text from profiles: a right-to-left override would turn the numbers after it
+        # around, a control character hide what follows. Markup (the charts) is perfgate's.
+        if isinstance(value, str) and not isinstance(value, Markup):
+            return visible(value, lines=True)
+        return value
 
     return Environment(
         loader=PackageLoader("perfgate.report", "templates"),
@@ -52,6 +62,7 @@ def _environment() -> Any:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=shown,
     )
 
 
