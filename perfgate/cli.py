@@ -315,9 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from perfgate.config import load_settings
+    from perfgate.config import load_settings, with_baseline_branch
 
-    return load_settings(args.config, root=args.repo)
+    settings = load_settings(args.config, root=args.repo)
+    return with_baseline_branch(
+        settings, getattr(args, "baseline_branch", None), "--baseline-branch"
+    )
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -499,6 +499,23 @@ def settings_from_mapping(data: object, source: str) -> Settings:
     )
 
 
+def with_baseline_branch(settings: Settings, branch: str | None, where: str) -> Settings:
+    """``settings`` with the baseline branch an option names (``--perfgate-baseline-branch``,
+    the Action's ``baseline-branch``) instead of the configuration's; as they are when
+    ``branch`` is None or empty. A name that cannot be a branch is a :class:`ConfigError`
+    naming ``where``; one this repository lacks is refused where the baselines are looked up,
+    as the configuration's is."""
+    if not branch or not branch.strip():
+        return settings
+    branch = branch.strip()
+    if branch.startswith("-") or len(branch) > _MAX_PATH_TEXT or any(c.isspace() for c in branch):
+        raise ConfigError(
+            f"{where}: {shown(branch)} is no branch name (expected e.g. main, without spaces "
+            "or a leading '-')"
+        )
+    return replace(settings, baseline=replace(settings.baseline, branch=branch))
+
+
 def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Settings:
     """Read ``path``, else ``perfgate.yaml`` / ``[tool.perfgate]`` under ``root``, else defaults."""
     if path is not None:

@@ -71,6 +71,14 @@ def add_gate_options(addoption: AddOption, prefix: str = "") -> None:
         help="look baselines up from REF instead of the merge-base with the baseline branch",
     )
     addoption(
+        f"--{prefix}baseline-branch",
+        type=given("a branch name"),
+        default=None,
+        metavar="NAME",
+        help="the branch whose baselines are looked up (the merge-base with it). Default: "
+        "baseline.branch from the configuration, else the repository's default branch",
+    )
+    addoption(
         f"--{prefix}strict",
         action="store_true",
         default=None,

@@ -27,7 +27,7 @@ import perfgate.action.comment as comment_step_module
 import perfgate.action.commit_baselines as baselines_step
 import perfgate.action.fail_job as gate_step
 import perfgate.action.run_benchmarks as bench_step
-from perfgate.action import ERROR, PASS, REGRESSION, overall_verdict, run_main
+from perfgate.action import ERROR, PASS, REGRESSION, ActionError, overall_verdict, run_main
 from perfgate.action.comment import MARKER, MAX_BODY, comment_body
 from perfgate.action.commit_baselines import decide, with_token
 from perfgate.action.run_benchmarks import STANDARD_CANN_ENVS, cann_script, pytest_command
@@ -447,12 +447,20 @@ def test_action_declares_documented_inputs_and_the_three_outputs() -> None:
         ("action", ["{action}"]),
         ("action[fast]", ["{action}[fast]"]),
         ("perfgate[fast]==0.1.0 extra-pkg", ["perfgate[fast]==0.1.0", "extra-pkg"]),
-        # Not the action form: pip gets it as written, as one argument; no shell sees it.
-        ("action[fast];touch x", ["action[fast];touch", "x"]),
+        # What YAML gives around a value (`install: |` ends it with a line break): it was
+        # `pip install action`, a package of PyPI, and `pip install none`.
+        (" action\n", ["{action}"]),
+        ("none\n", None),
+        ("ACTION[FAST]", ["{action}[fast]"]),
+        ("perfgate==0.1.0\nnumpy==2.0\n", ["perfgate==0.1.0", "numpy==2.0"]),  # one a line
+        # Not the action form, nor another package's name: refused (no shell sees it).
+        ("action[fast];touch x", "error"),
+        ("actions", "error"),
+        (" \n", "error"),
     ],
 )
 def test_the_install_step_gives_pip_the_action_ref_with_its_extras(
-    tmp_path: Path, install: str, expected: list[str]
+    tmp_path: Path, install: str, expected: list[str] | str | None
 ) -> None:
     (step,) = [s for s in load_yaml(ACTION)["runs"]["steps"] if s["name"] == "Install perfgate"]
     record = tmp_path / "argv.json"
@@ -467,11 +475,38 @@ def test_the_install_step_gives_pip_the_action_ref_with_its_extras(
     env = clean_env(
         PERFGATE_PYTHON=str(fake), PERFGATE_INSTALL=install, GITHUB_ACTION_PATH=str(action)
     )
-    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, check=True)
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert not (tmp_path / "x").exists()
+    if expected == "error":
+        assert done.returncode == 2
+        assert done.stdout.startswith("::error::perfgate: the install input")
+        assert not record.exists()
+        return
+    assert done.returncode == 0, done.stdout + done.stderr
+    if expected is None:
+        assert not record.exists()
+        return
     argv = json.loads(record.read_text(encoding="utf-8"))
     assert argv[:4] == ["-m", "pip", "install", "--disable-pip-version-check"]
     assert argv[4:] == [arg.format(action=action) for arg in expected]
-    assert not (tmp_path / "x").exists()
+
+
+def test_the_steps_run_perfgates_modules_not_the_checkouts(tmp_path: Path) -> None:
+    # `python -m perfgate.action.comment` in the checkout ran a pull request's own
+    # perfgate/action/comment.py, with the token in its environment.
+    (impostor := tmp_path / "perfgate" / "action").mkdir(parents=True)
+    (tmp_path / "perfgate" / "__init__.py").write_text("")
+    (impostor / "__init__.py").write_text("")
+    (impostor / "fail_job.py").write_text("print('impostor ran')\n")
+    (step,) = [s for s in load_yaml(ACTION)["runs"]["steps"] if s["name"] == "Gate"]
+    env = clean_env(PERFGATE_PYTHON=sys.executable, PERFGATE_VERDICT="pass")
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "perfgate: pass\n"
 
 
 def test_no_run_script_expands_an_expression_and_third_party_actions_are_pinned() -> None:
@@ -667,7 +702,7 @@ def test_update_baselines_always_is_refused_on_every_event_but_a_push(
     assert "::warning::perfgate: update-baselines 'always' is no longer honoured" in done.stdout
     assert (
         "::notice::perfgate: not recording baselines: baselines are recorded only on a push "
-        f"to main, and this run is a {event_name} event"
+        f"to main, and this run's event is {event_name}"
     ) in done.stdout
     assert git(remote, "rev-parse", "main") == before
     never_pushed = subprocess.run(["git", "cat-file", "-e", unreviewed], cwd=remote, check=False)
@@ -1161,6 +1196,34 @@ def test_a_runner_file_that_cannot_be_appended_to_is_one_error_line(
     assert "internal error" not in stdout
 
 
+def test_a_pull_request_target_run_of_the_base_branch_does_not_judge_the_pull_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the default checkout (the base branch) it measured main and commented "no
+    # regression" on the fork's pull request.
+    _, checkout = make_remote(tmp_path)
+    base = git(checkout, "rev-parse", "HEAD")
+    git(checkout, "checkout", "--quiet", "-b", "fork")
+    (checkout / "model.py").write_text("STEPS = 20\n")
+    git(checkout, "commit", "--quiet", "-am", "Slower")
+    head = git(checkout, "rev-parse", "HEAD")
+    git(checkout, "checkout", "--quiet", "main")
+    git(checkout, "merge", "--quiet", "--no-ff", "-m", "Merge", "fork")
+    merge = git(checkout, "rev-parse", "HEAD")
+    event = pr_event(7, head_sha=head)
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request_target")
+    said = bench_step.not_the_pull_request(checkout, event, base)
+    assert said == (
+        f"it measured {base[:12]}, which is neither the pull request's head {head[:12]} nor a "
+        "merge of it (pull_request_target checks out the base branch unless told otherwise): "
+        "it does not judge the pull request"
+    )
+    assert bench_step.not_the_pull_request(checkout, event, head) is None
+    assert bench_step.not_the_pull_request(checkout, event, merge) is None
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")  # checks out the merge
+    assert bench_step.not_the_pull_request(checkout, event, base) is None
+
+
 def test_a_job_without_a_checkout_that_records_nothing_does_not_fail(tmp_path: Path) -> None:
     """A merge-only job (shards' artifacts, no checkout) on a schedule: no git repository to
     ask for the default branch, and nothing to record; it failed asking."""
@@ -1172,7 +1235,7 @@ def test_a_job_without_a_checkout_that_records_nothing_does_not_fail(tmp_path: P
         assert status == 0, stdout
         assert (
             "::notice::perfgate: not recording baselines: baselines are recorded only on a push "
-            f"to the default branch, and this run is a {event_name} event"
+            f"to the default branch, and this run's event is {event_name}"
         ) in stdout
     runner = Runner(tmp_path / "push", "push", push_event("a" * 40), "refs/heads/main")
     status, stdout = runner.call(
@@ -1242,6 +1305,7 @@ class FakeGitHub:
         self.status = status
         self.graphql = graphql
         self.next_id = 1000
+        self.heads: dict[int, str] = {}  # pull request → its head commit, where told
         github = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -1300,6 +1364,12 @@ class FakeGitHub:
             if kind == "Bot":
                 return 403, {"message": "Resource not accessible by integration"}
             return 200, {"login": login, "type": kind}
+        pull = re.fullmatch(rf"/repos/{REPO}/pulls/(\d+)", path)
+        if pull and method == "GET" and int(pull.group(1)) in self.heads:
+            return 200, {
+                "number": int(pull.group(1)),
+                "head": {"sha": self.heads[int(pull.group(1))]},
+            }
         listing = re.fullmatch(rf"/repos/{REPO}/issues/(\d+)/comments(?:\?(.*))?", path)
         single = re.fullmatch(rf"/repos/{REPO}/issues/comments/(\d+)", path)
         if listing and method == "GET":
@@ -1389,6 +1459,61 @@ def test_pr_comment_is_created_once_then_updated_in_place(tmp_path: Path, api: F
     assert methods.count(("POST", f"/repos/{REPO}/issues/7/comments")) == 1
     assert methods.count(("PATCH", f"/repos/{REPO}/issues/comments/{ours[0]['id']}")) == 1
     assert {auth for _, _, auth in api.requests} == {"Bearer ghs_test_token"}
+
+
+def test_a_rerun_of_an_older_commit_leaves_the_comment_of_the_newer_one(
+    tmp_path: Path, api: FakeGitHub
+) -> None:
+    newer = Runner(tmp_path, "pull_request", pr_event(7, head_sha="b" * 40), "refs/pull/7/merge")
+    api.heads[7] = "b" * 40
+    assert comment_step(newer, api, "regression", REGRESSION_MD)[0] == 0
+    # Attempt 2 of the older commit's job: its green verdict replaced the newer red one.
+    older = Runner(tmp_path, "pull_request", pr_event(7, head_sha="a" * 40), "refs/pull/7/merge")
+    status, stdout = comment_step(older, api, "pass", "### perfgate: all pass\n")
+    assert status == 0
+    assert "the pull request's head is now bbbbbbbbbbbb, not aaaaaaaaaaaa" in stdout
+    [comment] = api.comments.values()
+    assert "❌ perfgate: performance regression" in comment["body"]
+
+
+def test_a_step_that_ended_without_a_verdict_replaces_an_earlier_green_comment(
+    tmp_path: Path, api: FakeGitHub
+) -> None:
+    runner = Runner(tmp_path, "pull_request", pr_event(7), "refs/pull/7/merge")
+    assert comment_step(runner, api, "pass", "### perfgate: all pass\n")[0] == 0
+    # The next push: the shards could not be merged, the job is red, no verdict was set.
+    status, _ = runner.call(
+        comment_step_module.main,
+        runner.tmp,
+        PERFGATE_TOKEN="ghs_test_token",
+        PERFGATE_COMMENT="always",
+        PERFGATE_VERDICT="",
+        PERFGATE_SUMMARY_PATH="",
+    )
+    assert status == 0
+    [comment] = api.comments.values()
+    assert "⚠️ perfgate: the benchmarks could not be gated" in comment["body"]
+    assert "The benchmark step ended before it had a verdict" in comment["body"]
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (403, "the token needs pull-requests: write"),
+        (404, "the token cannot see this pull request or repository"),
+        (502, "GitHub's API failed: the next run writes the comment"),
+    ],
+)
+def test_a_failed_comment_says_what_the_answer_means(
+    tmp_path: Path, status: int, said: str
+) -> None:
+    # Every failure blamed the token's permissions, a 502 from GitHub included.
+    with FakeGitHub(status=status) as api:
+        runner = Runner(tmp_path, "pull_request", pr_event(7), "refs/pull/7/merge")
+        code, stdout = comment_step(runner, api, "regression", REGRESSION_MD)
+    assert code == 0
+    assert f"could not write the PR comment: HTTP {status}" in stdout
+    assert said in stdout
 
 
 def test_quiet_comments_appear_only_when_something_is_wrong_and_then_stay_current(
@@ -1664,13 +1789,16 @@ def test_a_rerun_that_records_the_same_commit_again_replaces_the_earlier_baselin
     assert git(remote, "ls-tree", "-r", "--name-only", "main", "baselines") == path
 
 
-def test_pushes_that_keep_failing_stop_after_the_bounded_number_of_attempts(
-    tmp_path: Path,
-) -> None:
+def test_a_refused_push_says_gits_reason_and_is_not_retried(tmp_path: Path) -> None:
+    # A protected branch was retried 5 times (30 s of waits) and ended in git's last line,
+    # "failed to push some refs", without GitHub's reason.
     remote, checkout = make_remote(tmp_path)
     counter = tmp_path / "pushes"
     hook = remote / "hooks" / "pre-receive"
-    hook.write_text(f"#!/bin/sh\necho x >> {counter}\necho 'branch is protected' >&2\nexit 1\n")
+    hook.write_text(
+        f"#!/bin/sh\necho x >> {counter}\n"
+        "echo 'error: GH006: Protected branch update failed for refs/heads/main.' >&2\nexit 1\n"
+    )
     hook.chmod(0o755)
     results = real_results(checkout)
     runner = Runner(
@@ -1679,16 +1807,69 @@ def test_pushes_that_keep_failing_stop_after_the_bounded_number_of_attempts(
     done = runner.step(
         "commit_baselines",
         checkout,
-        "--attempts",
-        "3",
         "--backoff",
         "0",
         PERFGATE_VERDICT="regression",
         PERFGATE_RESULTS_PATH=str(results),
     )
     assert done.returncode == 2
-    assert "could not push the baselines to main after 3 attempts" in done.stdout
-    assert counter.read_text().count("x") == 3
+    assert "could not push the baselines to main: remote: error: GH006: Protected branch " in (
+        done.stdout
+    )
+    assert "the token needs contents: write" in done.stdout
+    assert counter.read_text().count("x") == 1
+
+
+def test_a_race_lost_every_time_stops_after_the_bounded_number_of_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, checkout = make_remote(tmp_path)
+    (checkout / "baselines").mkdir()
+    (checkout / "baselines" / "b.json").write_text("{}\n")
+    real_git, pushes = baselines_step.git, []
+
+    def always_behind(repo: Path, *args: str, **kwargs: Any) -> Any:
+        if args[0] != "push":
+            return real_git(repo, *args, **kwargs)
+        pushes.append(args)
+        rejected = " ! [rejected]        HEAD -> main (fetch first)\nerror: failed to push"
+        return subprocess.CompletedProcess(args, 1, "", rejected)
+
+    monkeypatch.setattr(baselines_step, "git", always_behind)
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        pytest.raises(ActionError, match="could not push the baselines to main after 3 attempts"),
+    ):
+        baselines_step.commit_and_push(
+            checkout, ["baselines"], "m", "main", attempts=3, backoff=0, env=clean_env()
+        )
+    assert len(pushes) == 3
+
+
+def test_a_commit_force_pushed_away_is_not_put_back_with_its_baselines(tmp_path: Path) -> None:
+    # The push job of M recorded its baselines after M was amended to M' and force-pushed:
+    # the rebase replayed M itself onto M', and M's version of its files won.
+    remote, checkout = make_remote(tmp_path)
+    (checkout / "config.py").write_text("TOKEN = 'leaked'\n")
+    git(checkout, "add", "config.py")
+    git(checkout, "commit", "--quiet", "-m", "M: add config")
+    git(checkout, "push", "--quiet", "origin", "HEAD:main")
+    developer = tmp_path / "developer"
+    git(tmp_path, "clone", "--quiet", str(remote), str(developer))
+    (developer / "config.py").write_text("TOKEN = None\n")
+    git(developer, "commit", "--quiet", "--amend", "-am", "M': add config (no secret)")
+    git(developer, "push", "--quiet", "--force", "origin", "HEAD:main")
+    amended = git(developer, "rev-parse", "HEAD")
+    (checkout / "baselines").mkdir()
+    (checkout / "baselines" / "b.json").write_text("{}\n")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        sha = baselines_step.commit_and_push(
+            checkout, ["baselines"], "perfgate: baselines", "main", backoff=0, env=clean_env()
+        )
+    assert sha is None
+    assert "is no longer on main (force-pushed away?)" in out.getvalue()
+    assert git(remote, "rev-parse", "main") == amended
+    assert git(remote, "show", "main:config.py") == "TOKEN = None"
 
 
 def test_no_baseline_commit_on_a_pull_request_or_a_failed_run(tmp_path: Path) -> None:
@@ -1703,7 +1884,7 @@ def test_no_baseline_commit_on_a_pull_request_or_a_failed_run(tmp_path: Path) ->
     assert status == 0
     assert (
         "not recording baselines: baselines are recorded only on a push to main, and this "
-        "run is a pull_request event" in stdout
+        "run's event is pull_request" in stdout
     )
     push = Runner(tmp_path, "push", push_event(before), "refs/heads/main")
     status, stdout = push.call(

@@ -119,6 +119,18 @@ class GitHub:
                 return None
         return None
 
+    def newer_head(self, number: int, head: str) -> str | None:
+        """The pull request's head commit when it is no longer ``head`` (the event's), else
+        None; None too when the API does not say (the comment is then written, as before)."""
+        if not head:
+            return None
+        try:
+            pull = self.request("GET", f"/repos/{self.repository}/pulls/{number}")
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        now = (pull.get("head") or {}).get("sha") if isinstance(pull, dict) else None
+        return now if isinstance(now, str) and now and now != head else None
+
     def create_comment(self, number: int, body: str) -> dict[str, Any]:
         """POST a new comment on the pull request."""
         path = f"/repos/{self.repository}/issues/{number}/comments"
@@ -130,6 +142,19 @@ class GitHub:
         path = f"/repos/{self.repository}/issues/comments/{comment_id}"
         result: dict[str, Any] = self.request("PATCH", path, {"body": body})
         return result
+
+
+def _why(status: int, detail: str) -> str:
+    """What a failed API call most likely means, for the warning."""
+    if status == 429 or (status == 403 and "rate limit" in detail.lower()):
+        return "the API's rate limit: the next run writes the comment"
+    if status in (401, 403):
+        return "the token needs pull-requests: write; a fork's pull request gets a read-only one"
+    if status == 404:
+        return "the token cannot see this pull request or repository"
+    if status >= 500:
+        return "GitHub's API failed: the next run writes the comment"
+    return "GitHub refused the request"
 
 
 def comment_body(verdict: str, report: str, commit: str, run_url: str) -> str:
@@ -170,6 +195,14 @@ def main() -> int:
     if summary_path and Path(summary_path).is_file():
         # perfgate wrote it as UTF-8; a damaged byte must not cost the comment.
         report = Path(summary_path).read_text(encoding="utf-8", errors="replace")
+    if not verdict:
+        # The benchmark step ended before a verdict (an input error, shards that could not
+        # be merged …): the job is red, and an earlier run's comment must not stay green.
+        verdict = ERROR
+        report = report or (
+            "The benchmark step ended before it had a verdict; the job log says why. No "
+            "benchmark of this commit was judged."
+        )
     pull = event.get("pull_request")
     head = pull.get("head") if isinstance(pull, dict) else None
     sha = head.get("sha") if isinstance(head, dict) else None
@@ -183,6 +216,14 @@ def main() -> int:
 
     api_url = env_input("GITHUB_API_URL", "https://api.github.com")
     github = GitHub(api_url, repository, token)
+    newer = github.newer_head(number, str(sha or ""))
+    if newer is not None:
+        # A re-run of an older commit's job: its verdict is no longer the pull request's.
+        print(
+            f"perfgate: the pull request's head is now {newer[:12]}, not {commit[:12]}: this "
+            "run of an older commit leaves the comment as it is"
+        )
+        return 0
     author = github.identity(env_input("GITHUB_GRAPHQL_URL", f"{api_url.rstrip('/')}/graphql"))
     if author is None:
         annotate(
@@ -207,7 +248,7 @@ def main() -> int:
         annotate(
             "warning",
             f"perfgate: could not write the PR comment: HTTP {exc.code} {exc.reason}: {detail} "
-            "(the token needs pull-requests: write; a fork's pull request gets a read-only one)",
+            f"({_why(exc.code, detail)})",
         )
         return 0
     except (urllib.error.URLError, OSError) as exc:

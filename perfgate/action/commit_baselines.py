@@ -116,6 +116,7 @@ def commit_and_push(
     git(repo, "add", "--all", "--", *paths, TEMPORARY_FILES, env=env)
     if git(repo, "diff", "--cached", "--quiet", env=env, check=False).returncode == 0:
         return None
+    measured = git(repo, "rev-parse", "HEAD", env=env).stdout.strip()
     git(repo, "commit", "--quiet", "--no-verify", "-m", message, env=env)
     for attempt in range(1, attempts + 1):
         pushed = git(repo, "push", remote, f"HEAD:refs/heads/{branch}", env=env, check=False)
@@ -123,28 +124,71 @@ def commit_and_push(
             sha = git(repo, "rev-parse", "HEAD", env=env).stdout.strip()
             print(f"perfgate: pushed {sha[:12]} to {branch} (attempt {attempt}/{attempts})")
             return sha
-        reason = (pushed.stderr or pushed.stdout).strip().splitlines()
+        said = (pushed.stderr or pushed.stdout).strip()
+        if not _lost_a_race(said):
+            # A protected branch, a token without contents: write …: no retry mends that,
+            # and git's own reason is the line to read.
+            raise ActionError(
+                f"could not push the baselines to {branch}: {_refusal(said)} (the token needs "
+                "contents: write, and a protected branch must let it push: "
+                "docs/github-action.md)"
+            )
         if attempt == attempts:
             raise ActionError(
                 f"could not push the baselines to {branch} after {attempts} attempts: "
-                + (reason[-1] if reason else "git push failed")
+                f"{_refusal(said)}"
             )
         delay = backoff * 2 ** (attempt - 1)
         print(
-            f"perfgate: push rejected (attempt {attempt}/{attempts}): "
-            f"{reason[-1] if reason else '?'}; fetching and rebasing in {delay:g} s",
+            f"perfgate: push rejected (attempt {attempt}/{attempts}): {branch} moved on; "
+            f"fetching and putting the baseline commit on top in {delay:g} s",
             flush=True,
         )
         time.sleep(delay)
         if git(repo, "fetch", "--quiet", remote, branch, env=env, check=False).returncode:
             continue
-        # Baselines are one file per commit, so a conflict means the same commit was
-        # recorded twice (a re-run): the newer recording wins, as in the store itself.
-        rebased = git(repo, "rebase", "--quiet", "-X", "theirs", "FETCH_HEAD", env=env, check=False)
+        on_branch = git(
+            repo, "merge-base", "--is-ancestor", measured, "FETCH_HEAD", env=env, check=False
+        )
+        if on_branch.returncode != 0:
+            # Force-pushed away: replaying would put the removed commit back on the branch.
+            print(
+                f"perfgate: not recording baselines: the measured commit {measured[:12]} is no "
+                f"longer on {branch} (force-pushed away?); its baselines would describe code "
+                "the branch no longer has"
+            )
+            return None
+        # Only the baseline commit moves onto the branch's new tip. Baselines are one file
+        # per commit, so a conflict means the same commit was recorded twice (a re-run): the
+        # newer recording wins, as in the store itself.
+        rebased = git(
+            repo, "rebase", "--quiet", "-X", "theirs", "--onto", "FETCH_HEAD", "HEAD~1",
+            env=env, check=False,
+        )  # fmt: skip
         if rebased.returncode != 0:
             git(repo, "rebase", "--abort", env=env, check=False)
             raise ActionError(f"could not rebase the baselines onto {remote}/{branch}")
     return None  # not reached: the last attempt returns or raises
+
+
+def _lost_a_race(said: str) -> bool:
+    """Whether git refused a push because the branch moved on (someone pushed first)."""
+    return any(
+        words in said for words in ("[rejected]", "fetch first", "non-fast-forward", "stale info")
+    ) and not any(words in said for words in ("GH006", "protected branch", "[remote rejected]"))
+
+
+def _refusal(said: str) -> str:
+    """git's reason for a refused push: its ``remote:`` / ``error:`` / ``fatal:`` lines that
+    say something (not its hints)."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    telling = [
+        line
+        for line in lines
+        if line.startswith(("remote: error", "error:", "fatal:", "! [remote rejected]", "!"))
+        or "GH006" in line
+    ]
+    return "; ".join(dict.fromkeys(telling or lines[-1:])) or "git push failed"
 
 
 def decide(
@@ -161,8 +205,8 @@ def decide(
         return None, "update-baselines is 'never'"
     if event_name != "push":
         return None, (
-            f"baselines are recorded only on a push to {baseline_branch}, and this run is a "
-            f"{event_name or 'unknown'} event"
+            f"baselines are recorded only on a push to {baseline_branch}, and this run's "
+            f"event is {event_name or 'unknown'}"
         )
     if not ref.startswith("refs/heads/"):
         return None, f"{ref or 'this ref'} is not a branch"
@@ -207,7 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "only on a push to the baseline branch (set baseline-branch to choose it)",
         )
     remember_default_branch(cwd, load_event())
-    baseline_branch = env_input("PERFGATE_BASELINE_BRANCH") or settings.baseline.branch
+    # refs/heads/main names the branch main (a ref where a branch name is asked).
+    given = env_input("PERFGATE_BASELINE_BRANCH").removeprefix("refs/heads/")
+    baseline_branch = given or settings.baseline.branch
     if not baseline_branch:
         try:
             baseline_branch = default_branch(cwd)

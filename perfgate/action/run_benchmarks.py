@@ -44,6 +44,7 @@ from perfgate.action import (
 )
 from perfgate.action.merge_results import merge_files
 from perfgate.report import markdown as md
+from perfgate.report.format import inert, visible
 from perfgate.verdict import Verdict
 
 # Where CANN's installers put the environment script: as root, then as the installing user
@@ -96,11 +97,32 @@ def pytest_command(
     return command, results, summary
 
 
+def not_the_pull_request(cwd: Path, event: Mapping[str, Any], measured: object) -> str | None:
+    """Why this ``pull_request_target`` run does not judge its pull request, when it measured
+    neither the pull request's head nor a merge of it (such a run checks out the base branch
+    unless told otherwise); else None. (A ``pull_request`` run checks out the merge.)"""
+    if os.environ.get("GITHUB_EVENT_NAME") != "pull_request_target":
+        return None
+    pull = event.get("pull_request")
+    head = (pull.get("head") or {}).get("sha") if isinstance(pull, dict) else None
+    if not isinstance(head, str) or not isinstance(measured, str) or measured == head:
+        return None
+    parents = (git_output(cwd, "rev-list", "--parents", "-n", "1", measured) or "").split()
+    if head in parents[1:]:
+        return None  # the merge commit of the pull request (refs/pull/N/merge)
+    return (
+        f"it measured {measured[:12]}, which is neither the pull request's head "
+        f"{head[:12]} nor a merge of it (pull_request_target checks out the base branch "
+        "unless told otherwise): it does not judge the pull request"
+    )
+
+
 def run_benchmarks(command: Sequence[str]) -> int:
     """Run pytest with the job summary hidden from it: this step writes the summary once,
     also when pytest could not."""
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    print("perfgate: " + shlex.join(command), flush=True)
+    # A line break in an argument would start a line the runner reads as a command.
+    print(inert("perfgate: " + visible(shlex.join(command))), flush=True)
     try:
         return subprocess.run(command, env=env, check=False).returncode
     except OSError as exc:
@@ -316,13 +338,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             base = ab_base(cwd, event)
             print(f"perfgate: A/B against the merge-base {base[:12]}", flush=True)
             pytest_args = f"{pytest_args} --perfgate-ab={base}"
-        elif mode == "ab" and os.environ.get("GITHUB_EVENT_NAME") != "push":
+        elif branch := env_input("PERFGATE_BASELINE_BRANCH"):
+            # The action's baseline-branch: the branch its pushes record is the one the gate
+            # reads (it read baseline.branch, else the default branch: pull requests into
+            # the input's branch passed as no-baseline).
+            pytest_args = f"{pytest_args} {shlex.quote('--perfgate-baseline-branch=' + branch)}"
+        event_name = os.environ.get("GITHUB_EVENT_NAME")
+        if mode == "ab" and pull_request_number(event) is None and event_name != "push":
             # (A push records baselines, as it should; any other event deserves a word.)
-            event_name = os.environ.get("GITHUB_EVENT_NAME") or "unknown"
             annotate(
                 "notice",
                 f"perfgate: mode 'ab' measures a pull request against its merge-base; this "
-                f"'{event_name}' run has none, so it is compared with the stored baselines",
+                f"'{event_name or 'unknown'}' run has none, so it is compared with the stored "
+                "baselines",
             )
         command, results, summary = pytest_command(
             args.python,
@@ -339,6 +367,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs, exit_code, strict=document.get("strict") is True, failed_elsewhere=failed
     )
     markdown = summary.read_text(encoding="utf-8") if summary.is_file() else ""
+    elsewhere = not_the_pull_request(cwd, load_event(), document.get("commit"))
+    if elsewhere and verdict != ERROR:
+        # pull_request_target checks out the base branch by default: a green comment on
+        # the pull request would be the base's verdict.
+        verdict, note = ERROR, elsewhere
     if verdict == ERROR:
         note = note or problem_note(exit_code, runs, results, failed)
         annotate("error", f"perfgate: {note}")

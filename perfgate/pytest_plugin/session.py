@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from perfgate.analysis.compare import Comparison
-from perfgate.config import load_settings
+from perfgate.config import load_settings, with_baseline_branch
 from perfgate.errors import PerfgateError
 from perfgate.profilers.runner import measuring_command, measuring_env
 from perfgate.records import RunRecord
@@ -79,7 +79,11 @@ class PerfgateSession:
         rootdir = project_root(config)
         paths = _Paths(config, rootdir)
         config_file = paths.option_or_ini("perfgate_config")
-        settings = load_settings(config_file, root=rootdir)
+        settings = with_baseline_branch(
+            load_settings(config_file, root=rootdir),
+            config.getoption("perfgate_baseline_branch"),
+            "--perfgate-baseline-branch",
+        )
         out_dir = paths.option_or_ini("perfgate_out") or rootdir / "perfgate-out"
         try:  # now, not in the middle of the first benchmark (which would fail as a test)
             out_dir.mkdir(parents=True, exist_ok=True)
