@@ -790,6 +790,38 @@ def test_a_huge_report_is_cut_to_fit_a_github_comment() -> None:
 # --------------------------------------------------------------------------- the benchmark step
 
 
+def test_the_baseline_branch_input_reaches_the_gate_and_line_breaks_stay_in_their_argument(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    # The input set where pushes record; pull requests into it were still looked up against
+    # the default branch. And a line break in pytest-args made a line of its own in the log.
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    runner = Runner(tmp_path, "pull_request", pr_event(), "refs/pull/7/merge")
+    record = tmp_path / "record.json"
+    done = runner.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_PYTEST_ARGS="--perfgate -k 'a\n::error title=forged::deleted'",
+        PERFGATE_BASELINE_BRANCH="develop",
+        PERFGATE_CANN_ENV="none",
+        FAKE_RECORD=str(record),
+        FAKE_RESULTS=json.dumps(results_doc("a" * 40, [run_of("bert", "pass")])),
+        FAKE_SUMMARY="### perfgate: pass\n",
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = json.loads(record.read_text())["argv"]
+    assert argv[:5] == [
+        "-m", "pytest", "--perfgate", "-k", "a\n::error title=forged::deleted"
+    ]  # fmt: skip
+    assert "--perfgate-baseline-branch=develop" in argv
+    assert not [line for line in done.stdout.splitlines() if line.lstrip().startswith("::error")]
+    assert "a\\n::error title=forged::deleted" in done.stdout
+
+
 def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_the_job(
     tmp_path: Path, fake_python: Path
 ) -> None:

@@ -1098,3 +1098,38 @@ def test_a_trace_after_a_utf8_byte_order_mark_reads_as_without(
     pd.testing.assert_frame_equal(read.tasks, expected.tasks)
     pd.testing.assert_frame_equal(read.steps, expected.steps)
     assert len(read.tasks) > 0
+
+
+def test_the_baseline_branch_option_chooses_the_branch_the_gate_reads(repo: Path) -> None:
+    # The Action's baseline-branch input recorded on develop while the gate read the default
+    # branch: pull requests into develop were no-baseline, green. The option reaches both.
+    (repo / "test_bench.py").write_text(
+        PLUGIN_PROJECT.replace("time.sleep(0.0005)", "time.sleep(float(open('delay').read()))")
+    )
+    (repo / "delay").write_text("0.0005")
+    (repo / "perfgate.yaml").write_text("statistics: {processes: 1, rounds: 2, max_rounds: 2}\n")
+    commit_all(repo, "A benchmark")
+    git(repo, "checkout", "--quiet", "-b", "develop")
+    (repo / "model.py").write_text("VERSION = 2\n")
+    commit_all(repo, "Develop")
+    assert run_plugin(repo, "test_bench.py", "--perfgate-update").returncode == 0
+    commit_all(repo, "perfgate: baselines of develop")
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    (repo / "delay").write_text("0.004")
+    commit_all(repo, "8x slower")
+    unset = run_plugin(repo, "test_bench.py")
+    assert unset.returncode == 0, unset.stdout
+    assert "loop         no-baseline" in unset.stdout
+    done = run_plugin(repo, "test_bench.py", "--perfgate-baseline-branch=develop")
+    assert done.returncode == 1, done.stdout
+    assert "loop         REGRESSION" in done.stdout
+    assert "(merge-base of HEAD and develop" in done.stdout
+    results = repo / "perfgate-out" / "results.json"
+    compared = subprocess.run(
+        [sys.executable, "-m", "perfgate", "compare", str(results), "--baseline-branch", "develop"],
+        cwd=repo, env=git_env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert compared.returncode == 1, compared.stdout + compared.stderr
+    bad = run_plugin(repo, "test_bench.py", "--perfgate-baseline-branch=-x")
+    assert bad.returncode == 4
+    assert "--perfgate-baseline-branch: '-x' is no branch name" in bad.stdout + bad.stderr
