@@ -1133,3 +1133,26 @@ def test_the_baseline_branch_option_chooses_the_branch_the_gate_reads(repo: Path
     bad = run_plugin(repo, "test_bench.py", "--perfgate-baseline-branch=-x")
     assert bad.returncode == 4
     assert "--perfgate-baseline-branch: '-x' is no branch name" in bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize("option", ["--perfgate-json", "--perfgate-md", "--perfgate-html"])
+def test_a_report_option_never_removes_a_file_perfgate_did_not_write(
+    repo: Path, option: str
+) -> None:
+    # The session removes its earlier reports first: it removed whatever the option named
+    # (the test module itself, perfgate.yaml, notes), before any check.
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    (repo / "NOTES.txt").write_text("keep me\n")
+    commit_all(repo, "A benchmark")
+    for target in ("test_bench.py", "NOTES.txt"):
+        done = run_plugin(repo, "test_bench.py", f"{option}={target}")
+        assert done.returncode == 4, done.stdout
+        assert (
+            f"{option}: {repo / target} exists and is no report perfgate wrote; it would be "
+            "replaced"
+        ) in done.stdout + done.stderr
+    assert (repo / "NOTES.txt").read_text() == "keep me\n"
+    assert (repo / "test_bench.py").read_text() == PLUGIN_PROJECT
+    # Its own report of an earlier session it replaces, as before.
+    assert run_plugin(repo, "test_bench.py", f"{option}=report.out").returncode == 0
+    assert run_plugin(repo, "test_bench.py", f"{option}=report.out").returncode == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -485,6 +486,23 @@ class _Paths:
         return self.ini_dir / str(value) if value else None
 
 
+# What each report of perfgate's holds within its first KiB or so.
+_REPORT_SIGNS = re.compile(
+    r'"format"\s*:\s*"perfgate\.results"|### perfgate|<meta name="generator" content="perfgate'
+)
+
+
+def _written_by_perfgate(path: Path) -> bool:
+    """Whether the file at ``path`` is empty or a report perfgate wrote (a results file, a
+    Markdown report, an HTML page): one it may replace."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return not head.strip() or _REPORT_SIGNS.search(head) is not None
+
+
 def _check_report_paths(paths: dict[str, Path | None]) -> None:
     """Each report can be written, and no two are one file; checked before a benchmark
     runs, not after all of them (when a mistake would cost the whole session)."""
@@ -504,6 +522,13 @@ def _check_report_paths(paths: dict[str, Path | None]) -> None:
                 f"{same} and {option} name the same file {path}: one report would replace the other"
             )
         seen[path.resolve()] = option
+        if path.is_file() and not _written_by_perfgate(path):
+            # The session removes its earlier reports when it starts: never another file
+            # (a test module, perfgate.yaml, notes) that the option names by mistake.
+            raise PerfgateError(
+                f"{option}: {path} exists and is no report perfgate wrote; it would be "
+                "replaced (give a new path, or remove the file first)"
+            )
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and (Path(summary).is_dir() or not Path(summary).parent.is_dir()):
         raise PerfgateError(
