@@ -681,11 +681,15 @@ def _tool_section(path: Path) -> object | None:
 
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
-    silently: a second ``statistics:`` would replace the first unseen)."""
+    silently: a second ``statistics:`` would replace the first unseen), with numbers read as
+    YAML 1.2 reads them: an integer is decimal digits (YAML 1.1 made ``010`` 8, ``2:00``
+    120 and ``0x10`` 16, silently), and ``1e-3`` is a number (1.1 wanted ``1.0e-3``)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *shared`: merged by PyYAML, the mapping's own keys win
             key = self.construct_object(key_node, deep=deep)
             try:
                 repeated = key in seen
@@ -700,6 +704,29 @@ class _StrictLoader(yaml.SafeLoader):
                     key_node.start_mark,
                 )
         return super().construct_mapping(node, deep=deep)
+
+
+def _decimal_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | str:
+    text = str(loader.construct_scalar(node))
+    # Past Python's 4,300 digits int() refuses: kept as text, which the key refuses by name.
+    return int(text, 10) if len(text) <= 4000 else text
+
+
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(_INT_TAG, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+_StrictLoader.add_implicit_resolver(
+    _FLOAT_TAG,
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+.0123456789"),
+)
+_StrictLoader.add_constructor(_INT_TAG, _decimal_int)
 
 
 def _yaml_problem(problem: str) -> str:

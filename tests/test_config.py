@@ -159,7 +159,7 @@ _BOMB = (
     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
     "profiler: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
 )
-_HUGE_INT = "0x" + "f" * 4000  # 4,816 decimal digits: past what repr() and str() take
+_HUGE_INT = "9" * 4000  # 4,000 decimal digits: a YAML integer past what repr() shows whole
 
 
 # Hostile files found by fuzzing the configuration (docs/reliability.md): each was a
@@ -173,10 +173,10 @@ _HUGE_INT = "0x" + "f" * 4000  # 4,816 decimal digits: past what repr() and str(
         ("advisor: {disable: [!!bool maybe]}\n", "not valid YAML: a value cannot be read as its"),
         ("baseline: {dir: 2001-02-30}\n", "not valid YAML: a value cannot be read as its"),
         ("statistics: {rounds: !!int ''}\n", "not valid YAML: a value cannot be read as its"),
-        ("statistics: {rounds: " + "9" * 5000 + "}\n", "not valid YAML: a value cannot be read"),
+        ("statistics: {rounds: " + "9" * 5000 + "}\n", "statistics.rounds: '99999999999999"),
         (
             f"statistics: {{rounds: {_HUGE_INT}}}\n",
-            "statistics.rounds: <an integer of about 4816 digits> is not a whole number from 2 "
+            "statistics.rounds: <an integer of about 4000 digits> is not a whole number from 2 "
             "to 1,000,000",
         ),
         (f"{_HUGE_INT}: 1\n", "not valid YAML at line 1"),
@@ -218,7 +218,7 @@ _HUGE_INT = "0x" + "f" * 4000  # 4,816 decimal digits: past what repr() and str(
         ("benchmarks: {1: {}, '1': {}}\n", "benchmarks: '1' is named twice"),
         (
             f"thresholds: {{step_time: {{max_increase: {_HUGE_INT}}}}}\n",
-            "thresholds.step_time.max_increase: <an integer of about 4816 digits> is not a",
+            "thresholds.step_time.max_increase: <an integer of about 4000 digits> is not a",
         ),
         (
             "thresholds: {step_time: {max_increase: 100000000000000000000%}}\n",
@@ -408,3 +408,31 @@ def test_the_clis_project_folder_is_the_plugins(
     (tmp_path / "bench" / "deeper").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "bench" / "deeper")
     assert Path(project_directory(".")).resolve() == (tmp_path / expected).resolve()
+
+
+def test_numbers_read_as_written_and_merge_keys_share_settings(tmp_path: Path) -> None:
+    # YAML 1.1 made `010` 8, `2:00` 120 and `0x10` 16, silently; `1e-3` was text.
+    path = tmp_path / "perfgate.yaml"
+    path.write_text(
+        "statistics: {rounds: 010, max_rounds: 20, alpha: 1e-3}\n"
+        "baseline: {max_depth: 0100}\n"
+        "benchmarks:\n"
+        "  a: &shared\n"
+        "    thresholds: {step_time: {max_increase: 3%}}\n"
+        "  b:\n"
+        "    <<: *shared\n"
+    )
+    settings = load_settings(path)
+    assert settings.rules.statistics.rounds == 10
+    assert settings.rules.statistics.alpha == 0.001
+    assert settings.baseline.max_depth == 100
+    # A merge key (`<<: *shared`) was refused as "the tag '!!merge' is not taken".
+    assert settings.benchmarks["b"].metrics["step_time"].threshold.text == "3%"
+    for text, said in (
+        ("statistics: {max_rounds: 2:00}\n", "statistics.max_rounds: '2:00' is not a whole"),
+        ("measure: {threads: 0x10}\n", "measure.threads: '0x10' is not a whole number"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError) as caught:
+            load_settings(path)
+        assert said in str(caught.value)
