@@ -7,6 +7,7 @@ or ``[tool.perfgate]`` and validates them; the analysis only reads them.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -35,7 +36,11 @@ class Threshold:
     def change(self, baseline: float, current: float) -> float:
         """The change in this threshold's unit (fraction for % and pt, µs for times)."""
         if self.unit is Unit.RELATIVE:
-            return (current - baseline) / baseline if baseline else float("inf")
+            if baseline:
+                return (current - baseline) / baseline
+            # From 0: no change is no change (a copy ratio of 0% both sides), any other is
+            # an infinite relative one, in its direction.
+            return math.copysign(math.inf, current - baseline) if current != baseline else 0.0
         return current - baseline
 
     def __str__(self) -> str:

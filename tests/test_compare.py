@@ -3,8 +3,10 @@ controlled samples whose answer is known."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -876,3 +878,24 @@ def test_a_profile_that_does_not_name_its_cpu_compares_with_the_plugins_record()
     # Another CPU model is still another device.
     other: Any = {**untimed, "fingerprint": {**untimed["fingerprint"], "device": "Intel Xeon"}}
     assert compare_runs(baseline, other, default_rules()).verdict is Verdict.INCOMPARABLE
+
+
+def test_a_relative_limit_from_zero_sees_no_change_in_none(tmp_path: Path) -> None:
+    # comm_ratio 0.00% → 0.00% under a `5%` limit read +inf%, UNSTABLE (and failed --strict).
+    from perfgate.cli import main
+    from perfgate.rules import Threshold, Unit
+
+    limit = Threshold(0.05, Unit.RELATIVE, "5%")
+    assert limit.change(0.0, 0.0) == 0.0 and not limit.exceeded_by(0.0, 0.0, +1)
+    assert limit.change(0.0, 0.01) == math.inf and limit.exceeded_by(0.0, 0.01, +1)
+    assert limit.change(0.0, -0.01) == -math.inf
+    config = tmp_path / "perfgate.yaml"
+    config.write_text("thresholds: {comm_ratio: {max_increase: 5%}}\n")
+    baseline = Path(__file__).parent / "data" / "records" / "input_pipeline.baseline.json"
+    out = tmp_path / "compare.json"
+    both = [str(baseline), str(baseline)]
+    main(["compare", *both, "--config", str(config), "--format", "json", "-o", str(out)])
+    [judged] = json.loads(out.read_text())["benchmarks"]
+    comm = next(m for m in judged["metrics"] if m["name"] == "comm_ratio")
+    assert (comm["baseline"], comm["current"], comm["change"]) == (0.0, 0.0, 0.0)
+    assert comm["status"] == "pass"

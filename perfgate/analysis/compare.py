@@ -219,7 +219,9 @@ def _to_threshold_unit(threshold: Threshold, log: bool, centre: float, delta: fl
             return math.expm1(delta)
         return base * math.expm1(delta)  # µs
     if threshold.unit is Unit.RELATIVE:
-        return delta / centre if centre else float("inf")
+        if centre:
+            return delta / centre
+        return math.copysign(math.inf, delta) if delta else 0.0  # from 0: none is none
     return delta
 
 
