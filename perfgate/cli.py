@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfgate import __version__
-from perfgate.errors import PerfgateError
+from perfgate.errors import PerfgateError, os_error_line
 from perfgate.options import add_config_option, add_gate_options, given, positive_int
 from perfgate.rules import METRICS
 from perfgate.verdict import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
@@ -789,6 +789,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `perfgate inspect … | head` closed the pipe: not an error.
         sys.stderr.close()
         return EXIT_OK
+    except OSError as exc:  # a path the system refuses (a name past 255 bytes …)
+        _say(f"perfgate: error: {os_error_line(exc)}", err=True)
+        return EXIT_ERROR
     except Exception as exc:  # a bug: never exit 1, which a CI job reads as a regression
         traceback.print_exc()
         print(

@@ -104,3 +104,10 @@ def clipped(message: object, limit: int = 120) -> str:
     """A message (a parser's, an exception's) on one line, at most ``limit`` characters."""
     text = " ".join(str(message).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def os_error_line(exc: OSError) -> str:
+    """An error of the system about a path the user gave, as one line naming it (a name past
+    255 bytes, a path through a file …); not a bug, so no traceback."""
+    where = f"{clipped(str(exc.filename), 120)}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"

@@ -1156,3 +1156,25 @@ def test_a_report_option_never_removes_a_file_perfgate_did_not_write(
     # Its own report of an earlier session it replaces, as before.
     assert run_plugin(repo, "test_bench.py", f"{option}=report.out").returncode == 0
     assert run_plugin(repo, "test_bench.py", f"{option}=report.out").returncode == 0
+
+
+def test_a_path_the_system_refuses_is_one_line_not_a_traceback(
+    repo: Path, tmp_path: Path, cli: Cli
+) -> None:
+    # A name past 255 bytes: "perfgate: internal error" and a traceback (INTERNALERROR, 3,
+    # in pytest).
+    long = "x" * 300
+    baseline = DATA / "records" / "input_pipeline.baseline.json"
+    for command in (
+        ("inspect", f"{long}.json"),
+        ("compare", str(baseline), str(baseline), "-o", str(tmp_path / f"{long}.txt")),
+        ("compare", str(baseline), "--config", f"{long}.yaml"),
+    ):
+        status, _, err = cli(*command)
+        assert status == 2, command
+        assert err.startswith("perfgate: error: ") and err.endswith(": File name too long\n")
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    commit_all(repo, "A benchmark")
+    done = run_plugin(repo, "test_bench.py", f"--perfgate-json={long}.json")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "File name too long" in done.stderr and "INTERNALERROR" not in done.stdout

@@ -125,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not config.getoption("perfgate"):
         return
-    from perfgate.errors import PerfgateError
+    from perfgate.errors import PerfgateError, os_error_line
     from perfgate.pytest_plugin.session import PerfgateSession
 
     ini_profiler = str(config.getini("perfgate_profiler") or "")
@@ -137,6 +137,8 @@ def pytest_configure(config: pytest.Config) -> None:
         session = PerfgateSession.from_config(config)
     except PerfgateError as exc:
         raise pytest.UsageError(f"perfgate: {exc}") from None
+    except OSError as exc:  # a path the system refuses (a name past 255 bytes …)
+        raise pytest.UsageError(f"perfgate: {os_error_line(exc)}") from None
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(FailureLog(session), "perfgate-failure-log")
     if getattr(config, "workerinput", None) is None:
