@@ -705,23 +705,37 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _refuse_output_over_input(args: argparse.Namespace) -> None:
-    """``-o`` naming a file the command reads (``perfgate report r.json -o r.json``) would
-    replace it with the report: the results file that ``baseline update --from`` reads."""
+    """``-o`` naming a file the command reads (``perfgate report r.json -o r.json``: the
+    results file that ``baseline update --from`` reads; the settings) would replace it with
+    the report; one inside the baseline store or ``perfgate ab``'s output folder would put
+    it among what perfgate keeps there."""
     output = getattr(args, "output", None)
-    if output is None or not Path(output).exists():
+    if output is None:
         return
-    inputs = [getattr(args, name, None) for name in ("path", "results")]
-    inputs += getattr(args, "sides", None) or []
-    for given_path in inputs:
-        if (
-            given_path is not None
-            and os.path.exists(given_path)
-            and os.path.samefile(given_path, output)
-        ):
-            raise UsageError(
-                f"-o {output} is the file this command reads ({given_path}); write the "
-                "report to another file"
-            )
+    repo = Path(getattr(args, "repo", None) or ".")
+    if Path(output).exists():
+        inputs = [getattr(args, name, None) for name in ("path", "results", "config")]
+        inputs += getattr(args, "sides", None) or []
+        # The settings the command reads where none is named (the project's).
+        inputs += [repo / name for name in ("perfgate.yaml", "perfgate.yml", "pyproject.toml")]
+        for given_path in inputs:
+            if (
+                given_path is not None
+                and os.path.exists(given_path)
+                and os.path.samefile(given_path, output)
+            ):
+                raise UsageError(
+                    f"-o {output} is the file this command reads ({given_path}); write the "
+                    "report to another file"
+                )
+    store = _settings(args).baseline.dir if hasattr(args, "config") else "baselines"
+    owned = [(repo / store, "the baseline store")]
+    if getattr(args, "out", None):  # perfgate ab empties it, and writes results.json there
+        owned.append((Path(args.out), "the A/B run's output folder (--out)"))
+    target = Path(output).resolve()
+    for folder, what in owned:
+        if target.is_relative_to(folder.resolve()):
+            raise UsageError(f"-o {output} is inside {what} {folder}; write the report elsewhere")
 
 
 def _say(line: str, *, err: bool = False) -> None:
@@ -762,13 +776,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from perfgate.ingest.progress import show_progress
 
     try:
-        # Reading progress is for a person at a terminal: never in a JSON document's stream.
-        _refuse_output_over_input(args)
         if getattr(args, "repo", None) is not None:
             from perfgate.config import project_directory
 
             # Where the plugin would take them from: not bench/baselines/ when run in bench/.
             args.repo = str(project_directory(args.repo))
+        _refuse_output_over_input(args)
+        # Reading progress is for a person at a terminal: never in a JSON document's stream.
         with show_progress(getattr(args, "format", None) != "json"):
             status: int = args.handler(args)
     except PerfgateError as exc:

@@ -946,6 +946,30 @@ def test_a_report_written_over_the_file_it_reads_is_refused(
     assert (tmp_path / "r.md").read_text().startswith("### perfgate")
 
 
+def test_a_report_written_over_the_settings_or_into_the_store_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `compare … -o perfgate.yaml` replaced the settings it had just read, `-o` into the
+    # baseline store a baseline it compared with, `ab -o` the results.json of its --out.
+    _repo_with_a_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perfgate.yaml").write_text("baseline: {dir: perf}\n")
+    record = DATA / "records" / "input_pipeline.baseline.json"
+    for output, said in (
+        ("perfgate.yaml", "is the file this command reads (perfgate.yaml)"),
+        ("perf/b/e/x.json", "is inside the baseline store perf"),
+    ):
+        assert main(["compare", str(record), str(record), "-o", output]) == 2
+        assert capsys.readouterr().err == (
+            f"perfgate: error: -o {output} {said}; write the report "
+            + ("to another file\n" if "reads" in said else "elsewhere\n")
+        )
+    assert (tmp_path / "perfgate.yaml").read_text() == "baseline: {dir: perf}\n"
+    argv = ["ab", "--base", "HEAD", "--out", "ab-out", "-o", "ab-out/results.json", "--", "x"]
+    assert main(argv) == 2
+    assert "is inside the A/B run's output folder (--out) ab-out" in capsys.readouterr().err
+
+
 def test_a_run_whose_verdict_differs_from_its_comparison_is_refused_by_every_door(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
