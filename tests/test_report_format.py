@@ -242,3 +242,22 @@ def test_baseline_show_gives_the_step_time_a_comparison_takes() -> None:
     assert " ".join(rows["step_time (profiled)"][1:3]) == "2.044 ms"
     assert rows["copy_ratio"][0] == format_value("copy_ratio", gated_value(record, "copy_ratio"))
     assert "device_count=1," in render_baseline(record)  # not 1.0
+
+
+def test_a_metric_that_is_not_gated_shows_its_status_in_parentheses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "✅ pass" over a table whose every changed row said REGRESSION: none of them was gated.
+    config = tmp_path / "perfgate.yaml"
+    config.write_text(
+        "thresholds: {step_time: {gate: false}, utilization: {gate: false},"
+        " copy_ratio: {gate: false}}\n"
+    )
+    records = Path(__file__).parent / "data" / "records"
+    sides = [str(records / "input_pipeline.baseline.json"), str(records / "host_copy.results.json")]
+    for fmt in ("table", "md"):
+        argv = ["compare", *sides, "--benchmark", "input_pipeline", "--config", str(config)]
+        assert main([*argv, "--format", fmt]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if "copy" in line]
+        [copy] = [row for row in rows if "41.13%" in row]
+        assert "(regression)" in copy and "REGRESSION" not in copy

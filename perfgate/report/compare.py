@@ -187,8 +187,9 @@ def _p(m: MetricJudgement) -> str:
 
 
 def _shown_status(status: MetricStatus, judged: bool = True) -> str:
-    """A metric's status cell: loud where it fails; in parentheses where the runs were not
-    judged (two environments: the status is what the figures would say, not a verdict)."""
+    """A metric's status cell: loud where it fails; in parentheses where it fails nothing:
+    the runs were not judged (two environments), or the metric is not gated (its limit in
+    parentheses too): the status is what the figures would say, not a verdict."""
     if not judged:
         return f"({status.value})"
     loud = (MetricStatus.REGRESSION, MetricStatus.UNSTABLE)
@@ -204,7 +205,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
             format_change(m.change, m.unit),
             m.threshold if m.gated else f"({m.threshold})",
             _p(m),
-            _shown_status(m.status, c.judged),
+            _shown_status(m.status, c.judged and m.gated),
         ]
         for m in c.metrics
     ]
