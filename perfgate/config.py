@@ -145,6 +145,12 @@ _STATISTICS_KEYS = (
     "session_noise",
 )
 _BENCHMARK_KEYS = ("thresholds", "statistics")
+# Statistics of the whole session: one A/B run, one set of measuring processes for all.
+_SESSION_STATISTICS = {
+    "ab_pairs": "a setting of the A/B run, which measures every benchmark in each pair",
+    "processes": "a setting of the --perfgate-update session, whose processes measure every "
+    "benchmark",
+}
 
 
 def _check_keys(section: object, allowed: tuple[str, ...], where: str) -> Mapping[str, Any]:
@@ -166,6 +172,14 @@ def parse_rules(section: object, where: str, base: Rules, *, prefix: str | None 
     are named ``<prefix>thresholds…``, by default ``<where>.thresholds…``)."""
     section = _check_keys(section, _BENCHMARK_KEYS, where)
     prefix = f"{where}." if prefix is None else prefix
+    statistics = section.get("statistics")
+    for key, why in _SESSION_STATISTICS.items():
+        if isinstance(statistics, Mapping) and key in statistics:
+            # Taken from the session's settings whatever one benchmark says: ignored, unseen.
+            raise ConfigError(
+                f"{prefix}statistics.{key}: {why}, not of one benchmark (set it in the "
+                "top-level statistics)"
+            )
     rules = _parse_thresholds(section.get("thresholds"), f"{prefix}thresholds", base)
     statistics = _parse_statistics(
         section.get("statistics"), f"{prefix}statistics", base.statistics
@@ -676,6 +690,13 @@ def _tool_section(path: Path) -> object | None:
         return None
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: key 'tool' is {shown(tool)}, expected a table ([tool])")
+    if "perfgate" not in tool:
+        # [tool.perf-gate], [tool.PerfGate]: settings that would be defaults, silently.
+        near = [k for k in tool if re.sub(r"[-_.\s]", "", str(k)).lower() == "perfgate"]
+        if near:
+            raise ConfigError(
+                f"{path}: [tool.{near[0]}] is no table perfgate reads (expected [tool.perfgate])"
+            )
     return tool.get("perfgate")
 
 

@@ -436,3 +436,25 @@ def test_numbers_read_as_written_and_merge_keys_share_settings(tmp_path: Path) -
         with pytest.raises(ConfigError) as caught:
             load_settings(path)
         assert said in str(caught.value)
+
+
+def test_session_statistics_of_one_benchmark_and_a_misspelt_table_are_refused(
+    tmp_path: Path,
+) -> None:
+    # Both were read as if absent: ab_pairs and processes of a benchmarks entry (the session
+    # takes its own), and [tool.perf-gate] (the defaults gated).
+    path = tmp_path / "perfgate.yaml"
+    for key in ("ab_pairs", "processes"):
+        path.write_text(f"benchmarks: {{fast: {{statistics: {{{key}: 2}}}}}}\n")
+        with pytest.raises(ConfigError) as caught:
+            load_settings(path)
+        assert f"benchmarks.fast.statistics.{key}: a setting of the" in str(caught.value)
+        assert str(caught.value).endswith("(set it in the top-level statistics)")
+    path.unlink()
+    (tmp_path / "pyproject.toml").write_text("[tool.perf-gate]\nstatistics = {rounds = 3}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(root=tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'pyproject.toml'}: [tool.perf-gate] is no table perfgate reads "
+        "(expected [tool.perfgate])"
+    )
