@@ -338,6 +338,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError("compare takes at most two paths: [BASELINE] CURRENT")
     if len(args.sides) == 2 and args.baseline_ref:
         raise UsageError("give either BASELINE or --baseline-ref, not both")
+    if args.baseline_ref and args.baseline_branch:
+        # The ref is where the walk starts: the branch would be read by nothing.
+        raise UsageError("give either --baseline-ref or --baseline-branch, not both")
     settings = _settings(args)
     advisor = settings.advisor
     current = load_side(args.sides[-1], benchmark=args.benchmark, env=args.env, advisor=advisor)

@@ -1133,6 +1133,11 @@ def test_the_baseline_branch_option_chooses_the_branch_the_gate_reads(repo: Path
     bad = run_plugin(repo, "test_bench.py", "--perfgate-baseline-branch=-x")
     assert bad.returncode == 4
     assert "--perfgate-baseline-branch: '-x' is no branch name" in bad.stdout + bad.stderr
+    both = run_plugin(
+        repo, "test_bench.py", "--perfgate-baseline-branch=develop", "--perfgate-baseline-ref=HEAD"
+    )
+    assert both.returncode == 4
+    assert "give either --perfgate-baseline-ref or --perfgate-baseline-branch" in both.stderr
 
 
 @pytest.mark.parametrize("option", ["--perfgate-json", "--perfgate-md", "--perfgate-html"])

@@ -138,6 +138,11 @@ class PerfgateSession:
                 "--perfgate-ab compares with a base measured now and writes no baseline: "
                 "drop --perfgate-update"
             )
+        if session.baseline_ref and config.getoption("perfgate_baseline_branch"):
+            raise PerfgateError(
+                "give either --perfgate-baseline-ref or --perfgate-baseline-branch, not both "
+                "(the ref is where the baselines are looked up from)"
+            )
         if session.ab_ref and session.baseline_ref:
             raise PerfgateError(
                 "--perfgate-ab compares with a base measured now, not with stored baselines: "
