@@ -166,15 +166,18 @@ def _check_keys(section: object, allowed: tuple[str, ...], where: str) -> Mappin
     return section
 
 
-def parse_rules(section: object, where: str, base: Rules, *, prefix: str | None = None) -> Rules:
+def parse_rules(
+    section: object, where: str, base: Rules, *, prefix: str | None = None, session: bool = False
+) -> Rules:
     """``base`` with the overrides of a ``{thresholds, statistics}`` mapping applied: a
     ``benchmarks.<name>`` entry or a pytest marker (``where`` names it in errors; its keys
-    are named ``<prefix>thresholds…``, by default ``<where>.thresholds…``)."""
+    are named ``<prefix>thresholds…``, by default ``<where>.thresholds…``); ``session``: the
+    top-level settings, where the session's own statistics belong."""
     section = _check_keys(section, _BENCHMARK_KEYS, where)
     prefix = f"{where}." if prefix is None else prefix
     statistics = section.get("statistics")
     for key, why in _SESSION_STATISTICS.items():
-        if isinstance(statistics, Mapping) and key in statistics:
+        if not session and isinstance(statistics, Mapping) and key in statistics:
             # Taken from the session's settings whatever one benchmark says: ignored, unseen.
             raise ConfigError(
                 f"{prefix}statistics.{key}: {why}, not of one benchmark (set it in the "
@@ -468,6 +471,7 @@ def settings_from_mapping(data: object, source: str) -> Settings:
         source,
         default_rules(),
         prefix=f"{source}: ",
+        session=True,
     )
     baseline = _parse_baseline(top.get("baseline"), f"{source}: baseline")
     profiler = top.get("profiler", "auto")

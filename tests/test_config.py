@@ -450,6 +450,8 @@ def test_session_statistics_of_one_benchmark_and_a_misspelt_table_are_refused(
             load_settings(path)
         assert f"benchmarks.fast.statistics.{key}: a setting of the" in str(caught.value)
         assert str(caught.value).endswith("(set it in the top-level statistics)")
+    path.write_text("statistics: {processes: 2, ab_pairs: 2}\n")  # where they belong
+    assert load_settings(path).rules.statistics.processes == 2
     path.unlink()
     (tmp_path / "pyproject.toml").write_text("[tool.perf-gate]\nstatistics = {rounds = 3}\n")
     with pytest.raises(ConfigError) as caught:
