@@ -846,7 +846,9 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     out = project.path / "perfgate-out"
     out.mkdir()
     (out / "summary.md").write_text("### perfgate: ✅ pass\n")  # an earlier session's
-    (out / "report.html").write_text("<h1>pass</h1>\n")
+    (out / "report.html").write_text(
+        '<meta name="generator" content="perfgate 0.1"><h1>pass</h1>\n'
+    )
     result = project.runpytest_subprocess(
         "--perfgate", "--perfgate-profiler=none", "--perfgate-html=perfgate-out/report.html",
         "-k", "nothing",
