@@ -822,6 +822,31 @@ def test_the_baseline_branch_input_reaches_the_gate_and_line_breaks_stay_in_thei
     assert "a\\n::error title=forged::deleted" in done.stdout
 
 
+def test_an_output_dir_inside_the_baseline_store_is_refused(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    # output-dir: baselines/out committed results.json, summary.md, report.html (and the raw
+    # profiles) to main with the baselines.
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    runner = Runner(tmp_path, "push", push_event("a" * 40), "refs/heads/main")
+    done = runner.step(
+        "run_benchmarks",
+        checkout,
+        "--python",
+        str(fake_python),
+        PERFGATE_OUTPUT_DIR="baselines/out",
+        FAKE_RECORD=str(tmp_path / "record.json"),
+        FAKE_EXIT="0",
+    )
+    assert done.returncode == 2
+    assert (
+        f"::error::perfgate: output-dir {checkout / 'baselines' / 'out'}: is inside the baseline "
+        f"store {checkout / 'baselines'}"
+    ) in done.stdout
+    assert not (tmp_path / "record.json").exists()  # nothing was run
+
+
 def test_bench_step_on_a_regression_writes_summary_and_outputs_and_gate_fails_the_job(
     tmp_path: Path, fake_python: Path
 ) -> None:

@@ -97,6 +97,19 @@ def pytest_command(
     return command, results, summary
 
 
+def _baseline_store(cwd: Path) -> Path | None:
+    """The project's baseline store (its settings' ``baseline.dir``), or None where the
+    settings cannot be read here (the benchmark run then says why)."""
+    from perfgate.config import load_settings, project_directory
+    from perfgate.errors import PerfgateError
+
+    try:
+        project = project_directory(cwd)
+        return (project / load_settings(None, root=project).baseline.dir).resolve()
+    except PerfgateError:
+        return None
+
+
 def not_the_pull_request(cwd: Path, event: Mapping[str, Any], measured: object) -> str | None:
     """Why this ``pull_request_target`` run does not judge its pull request, when it measured
     neither the pull request's head nor a merge of it (such a run checks out the base branch
@@ -301,6 +314,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs pytest")
     args = parser.parse_args(argv)
     out_dir = Path(env_input("PERFGATE_OUTPUT_DIR", "perfgate-out")).resolve()
+    store = _baseline_store(Path.cwd())
+    if store is not None and out_dir.is_relative_to(store):
+        # The push's baseline commit adds the store whole: the reports and raw profiles
+        # would be committed to the baseline branch with the baselines.
+        raise ActionError(
+            f"output-dir {out_dir}: is inside the baseline store {store}, which the baseline "
+            "commit adds whole; name a directory outside it (default perfgate-out)"
+        )
     results, summary = out_dir / "results.json", out_dir / "summary.md"
     merge_patterns = env_input("PERFGATE_MERGE")
     # Before anything is deleted: a shard that is one of the outputs would be lost.
