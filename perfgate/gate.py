@@ -266,6 +266,11 @@ def measured(record: RunRecord) -> dict[str, float | int | None]:
     return out
 
 
+# How a no-baseline verdict says that the benchmark's baselines are another runner's: the
+# terminal summary repeats it (the rest of the notes are in the reports).
+OTHER_ENVIRONMENTS = "exist for other runner environments"
+
+
 def _no_baseline(
     current: RunRecord,
     root: Path,
@@ -302,7 +307,7 @@ def _no_baseline(
     other_envs = [e for e in stored_envs(root, name) if e != env]
     if other_envs:
         comparison.notes.append(
-            f"baselines of {name!r} exist for other runner environments: "
+            f"baselines of {name!r} {OTHER_ENVIRONMENTS}: "
             f"{', '.join(other_envs)} (this runner is {env!r}; set baseline.env to share one)"
         )
     return comparison

@@ -1183,3 +1183,21 @@ def test_a_path_the_system_refuses_is_one_line_not_a_traceback(
     done = run_plugin(repo, "test_bench.py", f"--perfgate-json={long}.json")
     assert done.returncode == 4, done.stdout + done.stderr
     assert "File name too long" in done.stderr and "INTERNALERROR" not in done.stdout
+
+
+def test_baselines_of_another_runner_are_named_in_the_terminal(repo: Path) -> None:
+    # Only results.json said that the benchmark's baselines are another runner's; the
+    # terminal said "no baseline yet", as for a benchmark never recorded.
+    (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    settings = "statistics: {processes: 1, rounds: 2, max_rounds: 2}\n"
+    (repo / "perfgate.yaml").write_text(settings + "baseline: {env: ascend910b4-x8}\n")
+    commit_all(repo, "A benchmark")
+    assert run_plugin(repo, "test_bench.py", "--perfgate-update").returncode == 0
+    (repo / "perfgate.yaml").write_text(settings)
+    commit_all(repo, "perfgate: baselines of the Ascend runner")
+    done = run_plugin(repo, "test_bench.py")
+    assert done.returncode == 0, done.stdout
+    assert "loop         no-baseline" in done.stdout
+    assert "baselines of 'loop' exist for other runner environments: ascend910b4-x8" in (
+        done.stdout
+    )

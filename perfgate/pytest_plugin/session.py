@@ -437,6 +437,12 @@ class PerfgateSession:
                 "no baseline yet for some benchmarks on this runner: record them with "
                 "`pytest --perfgate --perfgate-update` (on the baseline branch, clean tree)"
             )
+            from perfgate.gate import OTHER_ENVIRONMENTS
+
+            for result in self.results:  # another runner's baselines: a likely mistake
+                notes = result.comparison.notes if result.comparison is not None else []
+                for note in (n for n in notes if OTHER_ENVIRONMENTS in n):
+                    write(note)
 
 
 def _say_too(kept: BenchmarkResult, other: BenchmarkResult) -> None:
