@@ -1929,6 +1929,40 @@ def test_a_commit_force_pushed_away_is_not_put_back_with_its_baselines(tmp_path:
     assert git(remote, "show", "main:config.py") == "TOKEN = None"
 
 
+def test_a_baseline_branch_that_is_no_branch_is_said_and_a_ref_is_its_branch(
+    tmp_path: Path,
+) -> None:
+    # `origin/main` or `Main`: every push said "not a push to origin/main" in a plain log
+    # line, and no baseline was ever recorded.
+    remote, checkout = make_remote(tmp_path)
+    before = git(remote, "rev-parse", "main")
+    results = real_results(checkout)
+    main = partial(baselines_step.main, ["--backoff", "0"])
+    push = Runner(tmp_path, "push", push_event(before), "refs/heads/main")
+    status, stdout = push.call(
+        main,
+        checkout,
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+        PERFGATE_BASELINE_BRANCH="origin/main",
+    )
+    assert status == 0, stdout
+    assert (
+        "::warning::perfgate: not recording baselines: baseline-branch 'origin/main' is no "
+        "branch of the repository"
+    ) in stdout
+    assert git(remote, "rev-parse", "main") == before
+    status, stdout = push.call(
+        main,
+        checkout,
+        PERFGATE_VERDICT="pass",
+        PERFGATE_RESULTS_PATH=str(results),
+        PERFGATE_BASELINE_BRANCH="refs/heads/main",
+    )
+    assert status == 0, stdout
+    assert git(remote, "rev-parse", "main") != before  # recorded
+
+
 def test_no_baseline_commit_on_a_pull_request_or_a_failed_run(tmp_path: Path) -> None:
     remote, checkout = make_remote(tmp_path)
     before = git(remote, "rev-parse", "main")

@@ -33,6 +33,7 @@ from perfgate.action import (
     append_summary,
     choice_input,
     env_input,
+    git_output,
     load_event,
     remember_default_branch,
     run_main,
@@ -171,6 +172,13 @@ def commit_and_push(
     return None  # not reached: the last attempt returns or raises
 
 
+def _no_such_branch(cwd: Path, branch: str, remote: str = "origin") -> bool:
+    """Whether ``remote`` (asked now) has no branch ``branch``; False where it cannot be
+    asked."""
+    heads = git_output(cwd, "ls-remote", "--heads", remote, f"refs/heads/{branch}")
+    return heads == ""
+
+
 def _lost_a_race(said: str) -> bool:
     """Whether git refused a push because the branch moved on (someone pushed first)."""
     return any(
@@ -273,6 +281,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if branch is None:
         if event_name not in ("push", "pull_request") and mode != "never":
             annotate("notice", f"perfgate: not recording baselines: {why_not}")
+        elif event_name == "push" and mode != "never" and given and _no_such_branch(cwd, given):
+            # A typo (origin/main, Main): no push ever records, and no one would be told.
+            annotate(
+                "warning",
+                f"perfgate: not recording baselines: baseline-branch {given!r} is no branch "
+                f"of the repository (pushes to it record baselines; {why_not})",
+            )
         else:
             print(f"perfgate: not recording baselines: {why_not}")
         return 0
