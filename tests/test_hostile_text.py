@@ -146,8 +146,10 @@ def test_crash(perfgate):
     result = pytester.runpytest("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
     text = result.stdout.str()
     assert "ValueError: bad input" in text
-    # pytest's own traceback is pytest's; perfgate's summary and messages are text.
-    section = text[text.index("= perfgate =") :]
+    # pytest's own traceback and short summary are pytest's (the test's own exception, as
+    # it raised it); perfgate's section is text.
+    section = text[text.index("= perfgate =") :].split("\n=", 1)[0]
+    assert "crash: error: not measured: ValueError: bad input ::error title=pwned" in section
     assert _obeyed(section) == [], section
 
 
