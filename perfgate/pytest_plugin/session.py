@@ -249,10 +249,7 @@ class PerfgateSession:
         """``--perfgate-update``: measure the selected benchmarks in ``processes - 1`` more
         pytest processes, one after the other, before this one measures them: a baseline then
         carries the noise between processes, not only between rounds of one."""
-        count = max(
-            [self.settings.rules.statistics.processes]
-            + [rules.statistics.processes for rules in self.settings.benchmarks.values()]
-        )
+        count = self.settings.rules.statistics.processes  # a session's setting (config)
         args = list(config.invocation_params.args)
         # An earlier session's records (more processes then, or one interrupted) must not
         # be merged into this one's baselines: xdist workers find the folders by listing.
