@@ -720,7 +720,9 @@ def _refuse_output_over_input(args: argparse.Namespace) -> None:
         inputs = [getattr(args, name, None) for name in ("path", "results", "config")]
         inputs += getattr(args, "sides", None) or []
         # The settings the command reads where none is named (the project's).
-        inputs += [repo / name for name in ("perfgate.yaml", "perfgate.yml", "pyproject.toml")]
+        from perfgate.config import PYPROJECT, YAML_SETTINGS
+
+        inputs += [repo / name for name in (*YAML_SETTINGS, PYPROJECT)]
         for given_path in inputs:
             if (
                 given_path is not None

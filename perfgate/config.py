@@ -517,6 +517,11 @@ def settings_from_mapping(data: object, source: str) -> Settings:
     )
 
 
+# Where a project's settings are: one of these YAML files, or [tool.perfgate] of PYPROJECT.
+YAML_SETTINGS = ("perfgate.yaml", "perfgate.yml")
+PYPROJECT = "pyproject.toml"
+
+
 def with_baseline_branch(settings: Settings, branch: str | None, where: str) -> Settings:
     """``settings`` with the baseline branch an option names (``--perfgate-baseline-branch``,
     the Action's ``baseline-branch``) instead of the configuration's; as they are when
@@ -547,10 +552,8 @@ def load_settings(path: str | Path | None = None, root: str | Path = ".") -> Set
             raise ConfigError(f"{file}: configuration file not found")
         return _load_file(file)
     root = Path(root)
-    files = [
-        root / name for name in ("perfgate.yaml", "perfgate.yml") if _settings_file(root / name)
-    ]
-    pyproject = root / "pyproject.toml"
+    files = [root / name for name in YAML_SETTINGS if _settings_file(root / name)]
+    pyproject = root / PYPROJECT
     section = _tool_section(pyproject) if _settings_file(pyproject) else None
     in_pyproject = f"{pyproject} [tool.perfgate]"
     places = [str(file) for file in files] + ([in_pyproject] if section is not None else [])
@@ -665,9 +668,9 @@ def has_settings(root: str | Path) -> bool:
     ``pyproject.toml`` with ``[tool.perfgate]``). A pyproject that cannot be read counts:
     reading it is what will say what is wrong."""
     root = Path(root)
-    if any(os.path.lexists(root / name) for name in ("perfgate.yaml", "perfgate.yml")):
+    if any(os.path.lexists(root / name) for name in YAML_SETTINGS):
         return True  # reading it says what is wrong with it, if anything
-    pyproject = root / "pyproject.toml"
+    pyproject = root / PYPROJECT
     if not pyproject.is_file():
         return False
     try:

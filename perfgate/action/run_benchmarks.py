@@ -104,8 +104,8 @@ def _baseline_store(cwd: Path) -> Path | None:
     from perfgate.errors import PerfgateError
 
     try:
-        project = project_directory(cwd)
-        return (project / load_settings(None, root=project).baseline.dir).resolve()
+        project = Path(project_directory(cwd)).resolve()
+        return project / load_settings(None, root=project).baseline.dir
     except PerfgateError:
         return None
 
@@ -276,13 +276,8 @@ def baseline_changes(cwd: Path, event: Mapping[str, Any]) -> list[str]:
     merge_base = git_output(cwd, "merge-base", "HEAD", f"origin/{ref}")
     if not merge_base:
         return []
-    from perfgate.config import load_settings, project_directory
-    from perfgate.errors import PerfgateError
-
-    try:
-        project = Path(project_directory(cwd)).resolve()
-        store = project / load_settings(None, root=project).baseline.dir
-    except PerfgateError:
+    store = _baseline_store(cwd)
+    if store is None:
         return []  # pytest says what is wrong with the configuration
     listed = git_output(
         cwd, "diff", "--name-status", "--no-renames", merge_base, "HEAD", "--", str(store)
