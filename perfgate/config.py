@@ -175,18 +175,16 @@ def parse_rules(
     top-level settings, where the session's own statistics belong."""
     section = _check_keys(section, _BENCHMARK_KEYS, where)
     prefix = f"{where}." if prefix is None else prefix
-    statistics = section.get("statistics")
+    given = section.get("statistics")
     for key, why in _SESSION_STATISTICS.items():
-        if not session and isinstance(statistics, Mapping) and key in statistics:
+        if not session and isinstance(given, Mapping) and key in given:
             # Taken from the session's settings whatever one benchmark says: ignored, unseen.
             raise ConfigError(
                 f"{prefix}statistics.{key}: {why}, not of one benchmark (set it in the "
                 "top-level statistics)"
             )
     rules = _parse_thresholds(section.get("thresholds"), f"{prefix}thresholds", base)
-    statistics = _parse_statistics(
-        section.get("statistics"), f"{prefix}statistics", base.statistics
-    )
+    statistics = _parse_statistics(given, f"{prefix}statistics", base.statistics)
     return replace(rules, statistics=statistics)
 
 

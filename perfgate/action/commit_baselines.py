@@ -45,10 +45,10 @@ from perfgate.sides import load_results_file
 from perfgate.store.git import default_branch
 
 BOT_NAME = "github-actions[bot]"
-# The hidden temporary files of the store's writers (perfgate.store.atomic), never committed.
-TEMPORARY_FILES = ":(exclude,glob)**/.*.tmp"
 BOT_EMAIL = "41898282+github-actions[bot]@users.noreply.github.com"
 SUBJECT = "perfgate: baselines for "
+# The hidden temporary files of the store's writers (perfgate.store.atomic), never committed.
+TEMPORARY_FILES = ":(exclude,glob)**/.*.tmp"
 
 
 def bot_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
