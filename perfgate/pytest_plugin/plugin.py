@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.options import add_config_option, add_gate_options, add_profiler_option, given
-from perfgate.report.format import terminal_text
 from perfgate.rules import PROFILERS
 
 if TYPE_CHECKING:
@@ -256,7 +255,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     session = item.config.stash.get(SESSION_KEY, None)
     if session is not None:  # in the reports too: a summary must not pass over it
         session.keep_refusal(name, problem.removeprefix("perfgate: "), item.nodeid)
-    raise pytest.fail.Exception(terminal_text(problem), pytrace=False)
+    raise pytest.fail.Exception(_shown(problem), pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -276,7 +275,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             "gated; call perfgate.run(step_fn) or perfgate.command([...])"
         )
         benchmark.keep_failure(reason)
-        raise pytest.fail.Exception(terminal_text(f"perfgate: {reason}"), pytrace=False)
+        raise pytest.fail.Exception(_shown(f"perfgate: {reason}"), pytrace=False)
     return result
 
 
@@ -420,6 +419,14 @@ def _shown_lines(write: Callable[..., Any]) -> Callable[..., None]:
     terminal or the CI log (:func:`~perfgate.report.format.terminal_text`)."""
 
     def shown(line: str, **markup: Any) -> None:
-        write(terminal_text(line), **markup)
+        write(_shown(line), **markup)
 
     return shown
+
+
+def _shown(text: str) -> str:
+    """:func:`~perfgate.report.format.terminal_text`, imported when a perfgate session
+    prints (without --perfgate the plugin imports nothing heavier than pytest)."""
+    from perfgate.report.format import terminal_text
+
+    return terminal_text(text)
