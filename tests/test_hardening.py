@@ -80,6 +80,14 @@ def results_file(path: Path, runs: list[dict[str, Any]], commit: str | None = No
     return path
 
 
+def record_one_run(repo: Path, results: Path, cli: Cli) -> Path:
+    """A results file of one run measured at HEAD, recorded as HEAD's baseline with
+    ``perfgate baseline update --from`` (which must succeed); the results file."""
+    results_file(results, [run_record()], commit=git(repo, "rev-parse", "HEAD"))
+    assert cli("baseline", "update", "--from", str(results), "--repo", str(repo))[0] == 0
+    return results
+
+
 def store_files(repo: Path) -> list[str]:
     """Every file under baselines/, hidden temporary files included."""
     root = repo / "baselines"
@@ -127,8 +135,7 @@ def test_the_issues_bad_samples_are_refused_and_the_benchmark_still_works(
     repo: Path, tmp_path: Path, cli: Cli
 ) -> None:
     head = git(repo, "rev-parse", "HEAD")
-    good = results_file(tmp_path / "good.json", [run_record()], commit=head)
-    assert cli("baseline", "update", "--from", str(good), "--repo", str(repo))[0] == 0
+    record_one_run(repo, tmp_path / "good.json", cli)
     commit_all(repo, "perfgate: baselines")
     before = store_files(repo)
 
@@ -678,9 +685,7 @@ def test_a_broken_link_where_the_store_has_a_directory_is_an_error(
 ) -> None:
     # A loop gave a traceback in `baseline list`, `history` and `prune`; a dangling link was
     # skipped, its benchmark's baselines "none".
-    head = git(repo, "rev-parse", "HEAD")
-    source = results_file(tmp_path / "results.json", [run_record()], commit=head)
-    assert cli("baseline", "update", "--from", str(source), "--repo", str(repo))[0] == 0
+    record_one_run(repo, tmp_path / "results.json", cli)
     where = repo / "baselines" / ("b2" if level == "benchmark" else "b/e2")
     where.symlink_to(where if kind == "looping link" else tmp_path / "gone")
     commands = [("baseline", "list"), ("baseline", "prune", "--keep", "1", "--dry-run")]
@@ -877,9 +882,7 @@ def test_ctrl_c_while_baselines_are_written_says_which_were(
 def test_a_baseline_of_a_newer_perfgate_is_kept_and_perfgate_upgraded(
     repo: Path, tmp_path: Path, cli: Cli
 ) -> None:
-    head = git(repo, "rev-parse", "HEAD")
-    source = results_file(tmp_path / "results.json", [run_record()], commit=head)
-    assert cli("baseline", "update", "--from", str(source), "--repo", str(repo))[0] == 0
+    record_one_run(repo, tmp_path / "results.json", cli)
     [path] = (repo / "baselines").rglob("*.json")
     newer = json.loads(path.read_text()) | {"format_version": 99}
     path.write_text(json.dumps(newer))
