@@ -205,9 +205,27 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=_cmd_baseline_show)
 
     prune = actions.add_parser(
-        "prune", parents=[repository], help="keep the newest N baselines per benchmark and env"
+        "prune",
+        parents=[repository],
+        help="keep the newest N baselines per benchmark and env; drop those of gone commits",
+        description="Delete baselines: with --keep N, main-line baselines older than the "
+        "newest N per benchmark and env (others stay: open PRs, release branches); with "
+        "--unreachable, those of commits that no branch, tag or remote branch of this clone "
+        "reaches (squash-merged or force-pushed PR commits, deleted branches). Commit the "
+        "deletion as any change of the store.",
     )
-    prune.add_argument("--keep", type=positive_int, required=True, metavar="N")
+    prune.add_argument(
+        "--keep",
+        type=positive_int,
+        metavar="N",
+        help="keep the newest N baselines of main-line commits per benchmark and env",
+    )
+    prune.add_argument(
+        "--unreachable",
+        action="store_true",
+        help="remove baselines of commits that no ref of this clone reaches (fetch the "
+        "branches you keep first; refused in a shallow clone)",
+    )
     prune.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
     prune.set_defaults(handler=_cmd_baseline_prune)
 
@@ -559,17 +577,25 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
 def _cmd_baseline_prune(args: argparse.Namespace) -> int:
     from perfgate.gate import store_root
     from perfgate.store.baselines import prune
-    from perfgate.store.git import main_line
+    from perfgate.store.git import main_line, reachable_commits
 
+    if args.keep is None and not args.unreachable:
+        raise UsageError("baseline prune: say what goes: --keep N, --unreachable, or both")
     settings = _settings(args)
-    root = store_root(Path(args.repo), settings)
-    removed = prune(
-        root, args.keep, main_line(Path(args.repo), settings.baseline.branch), dry_run=args.dry_run
-    )
+    repo = Path(args.repo)
+    root = store_root(repo, settings)
+    line = main_line(repo, settings.baseline.branch) if args.keep is not None else []
+    reachable = reachable_commits(repo) if args.unreachable else None
+    removed = prune(root, args.keep, line, dry_run=args.dry_run, reachable=reachable)
     verb = "would remove" if args.dry_run else "removed"
     for path in removed:
         _say(f"{verb} {path}")
-    _say(f"{verb} {len(removed)} baseline(s); kept the newest {args.keep} per benchmark and env")
+    which = []
+    if args.keep is not None:
+        which.append(f"main-line ones beyond the newest {args.keep} per benchmark and env")
+    if args.unreachable:
+        which.append("those of commits that no ref reaches")
+    _say(f"{verb} {len(removed)} baseline(s): {' and '.join(which)}")
     return EXIT_OK
 
 

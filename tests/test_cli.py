@@ -783,6 +783,66 @@ def test_baseline_show_history_and_prune_follow_the_main_line(
     assert left == [shas[2]]
 
 
+def _update_baseline(repo: Path, benchmark: str) -> None:
+    args = ["baseline", "update", "--from", str(LEVEL1), "--benchmark", benchmark]
+    assert main([*args, "--env", "ascend910b-x1", "--repo", str(repo)]) == 0
+
+
+def test_baseline_prune_unreachable_removes_the_baselines_of_gone_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A baseline recorded on a PR commit stays in the store after the PR is squash-merged and
+    # its branch deleted; no lookup reaches it again. --unreachable finds it; --keep cannot.
+    work = tmp_path / "repo"
+    work.mkdir()
+    repo = _git_repo(work)
+    (work / "model.py").write_text("v0\n")
+    repo.index.add(["model.py"])
+    main_sha = repo.index.commit("model v0").hexsha
+    _update_baseline(work, "resnet")
+    repo.git.add("-A")
+    repo.index.commit("perfgate: baselines for v0")
+    trunk = repo.active_branch.name
+    repo.git.checkout("-b", "feature")
+    (work / "model.py").write_text("v1\n")
+    repo.index.add(["model.py"])
+    feature_sha = repo.index.commit("model v1").hexsha
+    _update_baseline(work, "resnet")
+    repo.git.checkout(trunk)  # the new baseline file is untracked: it stays in the tree
+    repo.git.branch("-D", "feature")
+    store = work / "baselines" / "resnet" / "ascend910b-x1"
+    capsys.readouterr()
+
+    assert main(["baseline", "prune", "--keep", "5", "--repo", str(work)]) == 0
+    assert "removed 0 baseline(s)" in capsys.readouterr().out
+    args = ["baseline", "prune", "--unreachable", "--repo", str(work)]
+    assert main([*args, "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"would remove {store / feature_sha}.json",
+        "would remove 1 baseline(s): those of commits that no ref reaches",
+    ]
+    assert sorted(p.stem for p in store.glob("*.json")) == sorted([main_sha, feature_sha])
+    assert main(args) == 0
+    capsys.readouterr()
+    assert [p.stem for p in store.glob("*.json")] == [main_sha]
+
+    # Neither option: nothing to do is a usage error, not a silent no-op.
+    assert main(["baseline", "prune", "--repo", str(work)]) == 2
+    assert "say what goes: --keep N, --unreachable, or both" in capsys.readouterr().err
+
+    # A shallow clone would take every commit before its boundary for gone: refused.
+    (work / "model.py").write_text("v2\n")
+    repo.index.add(["model.py"])
+    repo.index.commit("model v2")
+    shallow = tmp_path / "shallow"
+    git.Repo.clone_from(f"file://{work}", shallow, depth=1)
+    assert main(["baseline", "prune", "--unreachable", "--repo", str(shallow)]) == 2
+    err = capsys.readouterr().err
+    assert "a shallow clone does not know which commits are gone" in err
+    assert "git fetch --unshallow" in err
+    assert [p.stem for p in (shallow / store.relative_to(work)).glob("*.json")] == [main_sha]
+
+
 def test_an_msprof_export_with_empty_task_tables_says_what_is_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -611,7 +611,7 @@ def test_a_master_repository_works_the_same_everywhere(tmp_path: Path, cli: Cli)
     assert "loop on cpu-" in out and ": 2 baseline(s)" in out
     status, out, _ = cli("baseline", "prune", "--keep", "1", "--repo", str(repo))
     assert status == 0, out
-    assert "removed 1 baseline(s); kept the newest 1 per benchmark and env" in out
+    assert "removed 1 baseline(s): main-line ones beyond the newest 1 per benchmark and env" in out
 
     # An explicit baseline.branch still wins.
     (repo / "perfgate.yaml").write_text("baseline: {branch: release}\n")

@@ -742,11 +742,13 @@ def test_prune_dry_run_removes_nothing(tmp_path: Path) -> None:
     assert remaining(tmp_path) == before
 
 
-def test_prune_removes_off_main_baselines_only_when_asked(tmp_path: Path) -> None:
+def test_prune_removes_baselines_of_unreachable_commits_only_when_asked(tmp_path: Path) -> None:
     prune_tree(tmp_path)
     bert = tmp_path / "bert" / "cpu"
     cpu = tmp_path / "resnet" / "cpu"
-    assert prune(tmp_path, 1, LINE, include_off_main=True) == [
+    # P1, the PR head, was squash-merged: no ref reaches it. M1 is reachable but old.
+    reachable = set(LINE)
+    assert prune(tmp_path, 1, LINE, reachable=reachable) == [
         bert / f"{M[1]}.json",
         cpu / f"{M[1]}.json",
         cpu / f"{M[2]}.json",
@@ -755,6 +757,19 @@ def test_prune_removes_off_main_baselines_only_when_asked(tmp_path: Path) -> Non
         cpu / f"{P1}.json",
     ]
     assert remaining(tmp_path) == {f"resnet/cpu/{M[5]}.json", f"bert/cpu/{M[3]}.json"}
+
+
+def test_prune_by_reachability_alone_keeps_every_reachable_baseline(tmp_path: Path) -> None:
+    prune_tree(tmp_path)
+    before = remaining(tmp_path)
+    # Still reachable (a release branch, say) though not on the main line: it stays.
+    assert prune(tmp_path, None, [], reachable={*LINE, P1}) == []
+    still_reached = {*LINE, P1} - {M[3]}
+    assert prune(tmp_path, None, [], reachable=still_reached) == [
+        tmp_path / "bert" / "cpu" / f"{M[3]}.json",
+        tmp_path / "resnet" / "cpu" / f"{M[3]}.json",
+    ]
+    assert remaining(tmp_path) == before - {f"bert/cpu/{M[3]}.json", f"resnet/cpu/{M[3]}.json"}
 
 
 def test_prune_refuses_short_shas_and_keeping_nothing(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -403,24 +404,26 @@ def list_baselines(root: Path) -> list[BaselineEntry]:
 
 def prune(
     root: Path,
-    keep: int,
+    keep: int | None,
     main_line: Sequence[str],
     *,
     dry_run: bool = False,
-    include_off_main: bool = False,
+    reachable: AbstractSet[str] | None = None,
 ) -> list[Path]:
     """Delete old baselines; return the paths removed (or, with ``dry_run``, that would be).
 
     ``main_line`` is the first-parent history of the baseline branch, newest first, as full
     shas (:func:`perfgate.store.git.main_line`). Per benchmark and env, the ``keep`` baselines
-    of main-line commits nearest the branch tip stay and the older main-line ones go.
+    of main-line commits nearest the branch tip stay and the older main-line ones go
+    (``keep`` None: none go for their age).
 
     Baselines of commits not on the main line (open PRs, ``--baseline-ref`` targets, release
-    branches) stay, unless ``include_off_main`` is set: then they go too, so pass the whole
-    main line, not a truncated one, or older main-line baselines count as off it. Files are
-    not read, so a damaged file can be pruned.
+    branches) stay, unless ``reachable`` is given: then the baselines of commits outside it go
+    (squash-merged or force-pushed PR commits, deleted branches: no lookup can reach them).
+    Pass every commit the repository's refs reach (:func:`perfgate.store.git.reachable_commits`),
+    not a truncated history. Files are not read, so a damaged file can be pruned.
     """
-    if keep < 1:
+    if keep is not None and keep < 1:
         raise PerfgateError(f"prune keep must be at least 1, got {keep}")
     for sha in main_line:
         if not _FULL_SHA.fullmatch(sha):
@@ -429,15 +432,15 @@ def prune(
     groups: dict[tuple[str, str], list[tuple[str, Path]]] = {}
     for benchmark, env, sha, path in _layout_files(root):
         groups.setdefault((benchmark, env), []).append((sha, path))
-    removed: list[Path] = []
+    removed: set[Path] = set()
     for files in groups.values():
-        on_main = sorted((position[sha], path) for sha, path in files if sha in position)
-        removed.extend(path for _, path in on_main[keep:])
-        if include_off_main:
-            removed.extend(path for sha, path in files if sha not in position)
-    removed.sort()
+        if keep is not None:
+            on_main = sorted((position[sha], path) for sha, path in files if sha in position)
+            removed.update(path for _, path in on_main[keep:])
+        if reachable is not None:
+            removed.update(path for sha, path in files if sha not in reachable)
     if not dry_run:
-        for path in removed:
+        for path in sorted(removed):
             # Another prune may have removed it already.
             path.unlink(missing_ok=True)
-    return removed
+    return sorted(removed)

@@ -279,6 +279,21 @@ def main_line(repo_dir: Path, baseline_branch: str | None = None) -> list[str]:
         return _first_parents(repo, _resolve(repo, repo_dir, ref), None)
 
 
+def reachable_commits(repo_dir: Path) -> set[str]:
+    """Every commit that HEAD or a ref of this clone (branches, remote branches, tags)
+    reaches, as full shas: what :func:`perfgate.store.baselines.prune` keeps with
+    ``reachable``. Refused in a shallow clone, whose history ends early: every commit before
+    its boundary would look gone."""
+    with _open(repo_dir) as repo:
+        if _is_shallow(repo):
+            raise PerfgateError(
+                f"{Path(repo_dir).resolve()}: a shallow clone does not know which commits are "
+                "gone (its history ends early); fetch the whole history first: git fetch "
+                "--unshallow"
+            )
+        return set(str(repo.git.rev_list("--all", "--")).split())
+
+
 def _no_branch(repo_dir: Path, branch: str) -> str:
     return (
         f"{Path(repo_dir).resolve()}: no branch {branch!r} (looked for {branch} and "
