@@ -1130,3 +1130,93 @@ def test_a_misspelt_benchmarks_entry_is_named_with_the_benchmark_it_missed(
         ]
     )
     assert "resnet50_train" not in result.stdout.str()
+
+
+MODULE_MARKED = """
+import pytest
+
+pytestmark = pytest.mark.perfgate(steps=3, warmup=1)
+
+def test_loop(perfgate):
+    perfgate.run(lambda: sum(range(300)))
+
+def test_model_output():
+    assert sum(range(4)) == 6
+
+class TestShapes:
+    pytestmark = pytest.mark.perfgate(thresholds={"step_time": {"max_increase": "50%"}})
+
+    def test_shape(self):
+        assert [0] * 3 == [0, 0, 0]
+"""
+
+
+def test_a_module_or_class_marker_leaves_the_plain_tests_in_it_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    # `pytestmark = pytest.mark.perfgate(...)` set the benchmarks' defaults and skipped
+    # every plain test of the module in normal runs (an error with --perfgate): unit tests
+    # silently never ran in CI.
+    pytester.makepyfile(test_marked=MODULE_MARKED)
+    result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, skipped=1)
+    result = pytester.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=3)
+    results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
+    assert [run["benchmark"] for run in results["runs"]] == ["loop"]
+    assert results["runs"][0]["parameters"]["steps"] == 3  # the module's marker applies
+
+
+def test_a_marker_on_a_test_without_the_fixture_runs_it_as_a_plain_test(
+    pytester: pytest.Pytester,
+) -> None:
+    # On the function itself it is a mistake perfgate names when it measures; without
+    # --perfgate the test runs as what it is.
+    pytester.makepyfile(
+        test_plain="import pytest\n\n@pytest.mark.perfgate(steps=3)\ndef test_x():\n    pass\n"
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*marks a test that does not take the perfgate fixture*"])
+
+
+def test_update_with_pytests_cache_options_measures_in_every_process(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The extra processes run without pytest's cache: --lf (here also from PYTEST_ADDOPTS)
+    # made each of them a usage error, and the baseline carried one process, silently.
+    project.path.joinpath("test_bench.py").write_text(LOOP)
+    _commit_all(project.path, "loop")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--ff --sw")
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "--lf", "--lfnf", "all"
+    )
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "measuring in process 3 of 3" in output
+    assert "exited with" not in output
+    [stored] = (project.path / "baselines" / "loop").glob("*/*.json")
+    record = json.loads(stored.read_text())
+    assert sorted(set(record["timing"]["process"])) == [0, 1, 2]
+    assert not [note for note in record.get("notes", []) if "exited with" in note]
+
+
+def test_a_measuring_process_that_fails_is_said_in_the_terminal(project: pytest.Pytester) -> None:
+    # An ini addopts that only this session's pytest accepts: each extra process refuses it.
+    project.path.joinpath("test_bench.py").write_text(LOOP)
+    project.path.joinpath("tox.ini").write_text("[pytest]\naddopts = --lf\n")
+    _commit_all(project.path, "loop, --lf in the ini")
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--perfgate-profiler=none"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "perfgate: warning: process 2 exited with 4 (*unrecognized arguments: --lf*); it "
+            "measured nothing: the baselines will carry fewer processes than "
+            "statistics.processes asks"
+        ]
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shlex
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -174,12 +175,17 @@ def measuring_command(
     """Another pytest process that measures the selected benchmarks as process ``process``
     and writes its run records to ``records`` (its report beside them, in ``out``): the
     baseline's extra processes (``--perfgate-update``) and the sides of an A/B run. Under
-    xdist it runs alone (``-n 0``): one process measures at a time."""
+    xdist it runs alone (``-n 0``): one process measures at a time.
+
+    It runs without pytest's cache, so that it leaves ``.pytest_cache`` as the session that
+    reports will; the options that need the cache (``--lf``, ``--sw``, …) are left out
+    (:func:`without_cache_options`): pytest would refuse them. It measures the benchmarks
+    ``--lf`` would leave out too, so each of those selected still gets its processes."""
     command = [
         sys.executable,
         "-m",
         "pytest",
-        *pytest_args,
+        *without_cache_options(pytest_args),
         "--perfgate",
         f"--perfgate-process={process}",
         f"--perfgate-records={records}",
@@ -191,7 +197,56 @@ def measuring_command(
     return command + (["-n", "0"] if xdist else [])
 
 
+# pytest's cacheprovider options (pytest 7 to 9): without the plugin they are errors.
+_CACHE_FLAGS = frozenset(
+    {
+        "--lf",
+        "--last-failed",
+        "--ff",
+        "--failed-first",
+        "--nf",
+        "--new-first",
+        "--cache-clear",
+        "--sw",
+        "--stepwise",
+        "--sw-skip",
+        "--stepwise-skip",
+        "--sw-reset",
+        "--stepwise-reset",
+    }
+)
+_CACHE_VALUED = frozenset({"--lfnf", "--last-failed-no-failures"})  # take a value
+
+
+def without_cache_options(args: Sequence[str]) -> list[str]:
+    """``args`` without pytest's cache options (``--lf``, ``--ff``, ``--nf``, ``--sw``,
+    ``--lfnf VALUE``, ``--cache-clear``, ``--cache-show``, …), which a process run with
+    ``-p no:cacheprovider`` refuses."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if arg in _CACHE_FLAGS or name == "--cache-show":
+            continue
+        if name in _CACHE_VALUED:
+            skip_value = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
 def measuring_env() -> dict[str, str]:
     """This process's environment for a measuring process: without GITHUB_STEP_SUMMARY, so
-    that only the session that reports writes the job summary."""
-    return {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    that only the session that reports writes the job summary; ``PYTEST_ADDOPTS`` without
+    the cache options (:func:`without_cache_options`)."""
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    addopts = env.get("PYTEST_ADDOPTS")
+    if addopts:
+        try:
+            env["PYTEST_ADDOPTS"] = shlex.join(without_cache_options(shlex.split(addopts)))
+        except ValueError:  # unbalanced quotes: pytest will say so itself
+            pass
+    return env

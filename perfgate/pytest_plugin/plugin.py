@@ -173,7 +173,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     benchmarks = [item for item in items if _is_benchmark(item)]
     if not enabled:
         for item in benchmarks:
-            item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+            if _takes_fixture(item):  # a marked plain test runs as what it is
+                item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
         return
     from perfgate.pytest_plugin.session import item_benchmark_name
 
@@ -223,7 +224,7 @@ def marker_problem(item: pytest.Item) -> str | None:
 
     marker = item.get_closest_marker("perfgate")
     where = f"perfgate: {item.nodeid}: @pytest.mark.perfgate"
-    if "perfgate" not in getattr(item, "fixturenames", ()):
+    if not _takes_fixture(item):
         return (
             f"{where} marks a test that does not take the perfgate fixture, so nothing would be "
             "measured or gated; add the `perfgate` argument and call perfgate.run(...)"
@@ -334,8 +335,15 @@ class FailureLog:
 
 
 def _is_benchmark(item: pytest.Item) -> bool:
-    names = getattr(item, "fixturenames", ())
-    return "perfgate" in names or item.get_closest_marker("perfgate") is not None
+    """A test that takes the fixture, or that its own marker declares one (a mistake when
+    it does not take the fixture: :func:`marker_problem`). A module's or class's
+    ``pytestmark`` sets the defaults of the benchmarks in it and leaves its plain tests be."""
+    own = getattr(item, "own_markers", ())
+    return _takes_fixture(item) or any(mark.name == "perfgate" for mark in own)
+
+
+def _takes_fixture(item: pytest.Item) -> bool:
+    return "perfgate" in getattr(item, "fixturenames", ())
 
 
 @pytest.fixture

@@ -269,10 +269,23 @@ class PerfgateSession:
                 check=False,
             )
             if done.returncode != 0:
-                tail = " | ".join(done.stdout.strip().splitlines()[-3:])
-                self.process_problems.append(
-                    f"process {process + 1} exited with {done.returncode} ({tail})"
+                # pytest's own refusals (an unknown option, an ini error) are on stderr.
+                said = (
+                    done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
                 )
+                problem = (
+                    f"process {process + 1} exited with {done.returncode} ({' | '.join(said)})"
+                )
+                self.process_problems.append(problem)
+                # Exit 1: some test failed there (this session will say which); the other
+                # codes stop a session before it measures anything.
+                effect = (
+                    "its failed benchmarks will carry fewer processes"
+                    if done.returncode == 1
+                    else "it measured nothing: the baselines will carry fewer processes than "
+                    "statistics.processes asks"
+                )
+                write(f"perfgate: warning: {problem}; {effect}")
             self.process_dirs.append(folder / "records")
 
     def run_ab(self, config: pytest.Config, write: Any) -> None:
