@@ -245,8 +245,6 @@ def measuring_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     addopts = env.get("PYTEST_ADDOPTS")
     if addopts:
-        try:
+        with contextlib.suppress(ValueError):  # unbalanced quotes: pytest will say so
             env["PYTEST_ADDOPTS"] = shlex.join(without_cache_options(shlex.split(addopts)))
-        except ValueError:  # unbalanced quotes: pytest will say so itself
-            pass
     return env
