@@ -1220,3 +1220,51 @@ def test_a_measuring_process_that_fails_is_said_in_the_terminal(project: pytest.
             "statistics.processes asks"
         ]
     )
+
+
+SETUP_FAILS = """
+import pytest
+
+@pytest.fixture
+def model():
+    raise OSError("checkpoint download failed")
+
+@pytest.fixture(scope="module")
+def shared(perfgate):
+    return perfgate
+
+def test_ok(perfgate):
+    perfgate.run(lambda: sum(range(300)), steps=3, warmup=1)
+
+def test_needs_model(perfgate, model):
+    perfgate.run(lambda: model(1), steps=3, warmup=1)
+
+def test_scope_mismatch(shared):
+    shared.run(lambda: sum(range(300)), steps=3, warmup=1)
+"""
+
+
+def test_a_benchmark_whose_fixture_fails_is_an_error_in_every_report(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    # It was in no report: the table, summary.md and the PR comment said "no-baseline" for
+    # the one that ran, over a benchmark that never measured.
+    pytester.makepyfile(test_setup=SETUP_FAILS)
+    result = pytester.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", *workers
+    )
+    result.assert_outcomes(passed=1, errors=2)
+    results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
+    verdicts = {run["benchmark"]: run["verdict"] for run in results["runs"]}
+    assert verdicts == {"ok": "no-baseline", "needs_model": "error", "scope_mismatch": "error"}
+    notes = {run["benchmark"]: run["comparison"]["notes"] for run in results["runs"]}
+    assert notes["needs_model"] == [
+        "not measured: test_setup.py::test_needs_model failed in setup: OSError: checkpoint "
+        "download failed"
+    ]
+    assert notes["scope_mismatch"][0].startswith(
+        "not measured: test_setup.py::test_scope_mismatch failed in setup: Failed: ScopeMismatch"
+    )
+    summary = (pytester.path / "perfgate-out" / "summary.md").read_text()
+    assert summary.startswith("### perfgate: 💥 error\n")
+    assert "needs_model" in summary and "checkpoint download failed" in summary

@@ -164,7 +164,7 @@ class Benchmark:
         except Exception as exc:
             # The benchmark's own code raised: pytest shows its traceback; the reports
             # must still say this benchmark was not measured, not leave it out.
-            self.keep_failure(_exception_line(exc))
+            self.keep_failure(exception_line(exc))
             raise
 
     def _quieting(self) -> tuple[int | None, bool]:
@@ -286,7 +286,7 @@ class Benchmark:
             self.keep_failure(str(exc))
             _fail(f"perfgate: {self.name}: {exc}")
         except Exception as exc:
-            self.keep_failure(_exception_line(exc))
+            self.keep_failure(exception_line(exc))
             raise
 
     # ------------------------------------------------------------------ verdict
@@ -479,7 +479,7 @@ class Benchmark:
             return
         # pytest.fail (perfgate's own usage errors too) says all in its message.
         said = isinstance(exc, (PerfgateError, pytest.fail.Exception))
-        self.keep_failure(_message(exc) if said else _exception_line(exc))
+        self.keep_failure(_message(exc) if said else exception_line(exc))
 
     def expected_to_fail(self) -> None:
         """The test failed as its ``xfail`` mark expects: like a skipped benchmark, it is in
@@ -541,7 +541,7 @@ def _round_noise(record: RunRecord) -> float | None:
     return math.expm1(diff.round_noise) if diff is not None else None
 
 
-def _exception_line(exc: BaseException) -> str:
+def exception_line(exc: BaseException) -> str:
     """``ValueError: bad shape`` on one line, at most 300 characters."""
     return clipped(f"{type(exc).__name__}: {_message(exc)}", 300)
 

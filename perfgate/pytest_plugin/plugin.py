@@ -293,9 +293,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # The verdict's failure, in whatever phase it came (a fixture may run the benchmark).
     gate_failure = benchmark.gate_failure if benchmark is not None else None
     raised = call.excinfo.value if call.excinfo is not None else None
+    if report.when == "setup" and report.failed and raised is not None:
+        _keep_setup_failure(item, benchmark, raised)
     if report.failed and gate_failure is not None and _raised_by(raised, gate_failure):
         report.user_properties.append(GATE_FAILURE)  # xdist sends it to the controller too
     return report
+
+
+def _keep_setup_failure(
+    item: pytest.Item, benchmark: Benchmark | None, raised: BaseException
+) -> None:
+    """A benchmark whose fixtures failed (a checkpoint that would not load, a scope mismatch)
+    goes into the reports as an ``error``, as a crash in its test does: it was in none."""
+    session = item.config.stash.get(SESSION_KEY, None)
+    if session is None or not _takes_fixture(item) or PROBLEM_KEY in item.stash:
+        return  # not a benchmark, or refused already with its own reason
+    from perfgate.pytest_plugin.fixture import exception_line
+    from perfgate.pytest_plugin.session import item_benchmark_name
+
+    reason = f"{item.nodeid} failed in setup: {exception_line(raised)}"
+    if benchmark is not None:  # its own fixture was set up before another one failed
+        benchmark.keep_failure(reason)
+    else:
+        session.keep_refusal(item_benchmark_name(item), reason, item.nodeid)
 
 
 def _raised_by(raised: BaseException | None, cause: BaseException) -> bool:

@@ -216,8 +216,9 @@ class PerfgateSession:
         self.names[name] = nodeid
 
     def keep_refusal(self, name: str, reason: str, nodeid: str) -> None:
-        """A benchmark refused before its test ran (declared wrongly) goes into the reports as
-        an ``error``; once, however many tests share its name, saying each problem."""
+        """A benchmark refused before its test ran (declared wrongly, or its fixtures failed)
+        goes into the reports as an ``error``; once, however many tests share its name, saying
+        each problem."""
         from perfgate.pytest_plugin.fixture import unmeasured_result
 
         self.refused_tests[nodeid] = name
