@@ -15,7 +15,9 @@ A record is a plain JSON object (a ``dict`` at run time, typed here with ``Typed
 * ``parameters`` — what the benchmark was run with (steps, batch size, the command …);
 * ``advice`` — the advisor's hints on the profiled steps (:mod:`perfgate.analysis.advisor`);
 * ``timeline`` — a compact strip of one representative profiled step
-  (:mod:`perfgate.analysis.timeline`), for the HTML report.
+  (:mod:`perfgate.analysis.timeline`), for the HTML report;
+* ``test`` — the pytest test that measured it (``id``, ``params``): a baseline of another
+  test under the same benchmark name is not compared.
 
 :func:`validate_run`, :func:`validate_baseline` and :func:`validate_results` check a decoded
 JSON value against these shapes and raise one :class:`~perfgate.errors.PerfgateError` that
@@ -126,6 +128,15 @@ class TimelineStrip(TypedDict):
 
 
 @with_config(_OPEN)
+class PytestIdentity(TypedDict, total=False):
+    """Which pytest test measured a run: its id (the file relative to the repository's top,
+    then the rest of pytest's node id) and its pytest parameters (shown as text)."""
+
+    id: Text
+    params: Annotated[dict[Key, Text], Field(max_length=64)]
+
+
+@with_config(_OPEN)
 class RunRecord(TypedDict):
     """One benchmark's run, as measured (see the module docstring)."""
 
@@ -141,6 +152,7 @@ class RunRecord(TypedDict):
     commit: NotRequired[Annotated[str, Field(pattern=FULL_SHA_PATTERN)] | None]
     advice: NotRequired[Annotated[list[AdviceEntry], Field(max_length=MAX_ADVICE)]]
     timeline: NotRequired[TimelineStrip | None]
+    test: NotRequired[PytestIdentity]
 
 
 class BaselineRecord(RunRecord):

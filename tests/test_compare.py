@@ -899,3 +899,44 @@ def test_a_relative_limit_from_zero_sees_no_change_in_none(tmp_path: Path) -> No
     comm = next(m for m in judged["metrics"] if m["name"] == "comm_ratio")
     assert (comm["baseline"], comm["current"], comm["change"]) == (0.0, 0.0, 0.0)
     assert comm["status"] == "pass"
+
+
+def test_a_baseline_of_another_test_under_the_same_name_is_not_compared() -> None:
+    # a/ and b/ both hold test_train: run apart (folders, shards), b's run was judged against
+    # a's baseline: a false regression (or a false pass), with nothing to say so.
+    from perfgate.report.compare import render_table
+
+    baseline, current = _real_pair()
+    theirs: Any = {**baseline, "test": {"id": "a/test_m.py::test_input_pipeline"}}
+    ours: Any = {**current, "test": {"id": "b/test_m.py::test_input_pipeline"}}
+    comparison = compare_runs(theirs, ours, default_rules())
+    assert comparison.verdict is Verdict.INCOMPARABLE
+    assert verdict_reasons(comparison) == [
+        "input_pipeline: incomparable: the baseline was measured by another test "
+        "(a/test_m.py::test_input_pipeline; this run: b/test_m.py::test_input_pipeline) under "
+        "the same benchmark name; give each test its own name (@pytest.mark.perfgate(name=...)), "
+        "or, if the test moved, record its baseline again"
+    ]
+    text = render_table([comparison])
+    assert "REGRESSION" not in text
+    assert "copy_ratio not judged (another test's baseline): 1.55% → 41.13%" in text
+    # The same test: judged as before (a copy every step is a regression).
+    same: Any = {**current, "test": {"id": "a/test_m.py::test_input_pipeline"}}
+    assert compare_runs(theirs, same, default_rules()).verdict is Verdict.REGRESSION
+    # A record without the field (older perfgate, a profile) is compared as before.
+    assert compare_runs(baseline, ours, default_rules()).verdict is Verdict.REGRESSION
+
+
+def test_pytest_parameters_that_moved_under_the_same_id_are_said() -> None:
+    baseline, current = _real_pair()
+    test = "test_m.py::test_s[shape0]"
+    theirs: Any = {**baseline, "test": {"id": test, "params": {"shape": "(64,)"}}}
+    ours: Any = {**current, "test": {"id": test, "params": {"shape": "(512,)"}}}
+    comparison = compare_runs(theirs, ours, default_rules())
+    assert comparison.verdict is Verdict.REGRESSION
+    assert (
+        "pytest parameters differ from the baseline's: shape: (64,) → (512,) (ids by index, "
+        "such as shape0, move when a value is inserted: give ids=...)"
+    ) in comparison.warnings
+    unmoved: Any = {**current, "test": theirs["test"]}
+    assert not [w for w in compare_runs(theirs, unmoved, default_rules()).warnings if "pytest" in w]

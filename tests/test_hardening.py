@@ -799,12 +799,17 @@ def test_benchmark_names_that_differ_only_in_case_are_refused(repo: Path) -> Non
     )
     (repo / "test_bench.py").write_text("import pytest\n" + (repo / "test_bench.py").read_text())
     commit_all(repo, "Two benchmarks")
-    done = run_plugin(repo, "test_bench.py")
-    assert done.returncode == 1, done.stdout
-    assert (
-        "benchmark names 'loop' (test_bench.py::test_loop) and 'Loop' "
-        "(test_bench.py::test_other) differ only in case"
-    ) in done.stdout
+    # The same in two xdist workers, each seeing one of the two: both passed there.
+    for workers in ([], ["-n", "2"]):
+        done = run_plugin(repo, "test_bench.py", *workers)
+        assert done.returncode == 1, done.stdout
+        assert (
+            "benchmark names 'loop' (test_bench.py::test_loop) and 'Loop' "
+            "(test_bench.py::test_other) differ only in case"
+        ) in done.stdout
+        results = json.loads((repo / "perfgate-out" / "results.json").read_text())
+        verdicts = {run["benchmark"]: run["verdict"] for run in results["runs"]}
+        assert verdicts == {"loop": "no-baseline", "Loop": "error"}
 
 
 def test_a_baseline_link_is_not_written_through(repo: Path, tmp_path: Path, cli: Cli) -> None:

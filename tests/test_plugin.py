@@ -1268,3 +1268,90 @@ def test_a_benchmark_whose_fixture_fails_is_an_error_in_every_report(
     summary = (pytester.path / "perfgate-out" / "summary.md").read_text()
     assert summary.startswith("### perfgate: 💥 error\n")
     assert "needs_model" in summary and "checkpoint download failed" in summary
+
+
+SHARD = """
+def test_train(perfgate):
+    perfgate.run(lambda: sum(range({size})), steps=3, warmup=1)
+"""
+SHAPES = """
+import pytest
+
+@pytest.mark.parametrize("shape", [(64,), (16,)])
+def test_shapes(perfgate, shape):
+    perfgate.run(lambda: sum(range(shape[0])), steps=3, warmup=1)
+"""
+
+
+def test_a_baseline_of_another_file_under_the_same_name_is_incomparable(
+    pytester: pytest.Pytester,
+) -> None:
+    # Two folders run apart (a CI matrix by folder): b's test_train was judged against a's
+    # baseline, a false regression. The record now says which test measured it, by its
+    # path in the repository (pytest's rootdir here is the folder given, a/ or b/).
+    repo = GitRepo(pytester.path)
+    repo.write("perfgate.yaml", "statistics: {processes: 1}\n")
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    repo.write("a/test_m.py", SHARD.format(size=300) + SHAPES)
+    repo.write("b/test_m2.py", SHARD.format(size=300_000))
+    repo.commit("two shards")
+    args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(*args, "--perfgate-update", "a").assert_outcomes(passed=3)
+    baselines = pytester.path / "baselines"
+    [stored] = (baselines / "train").glob("*/*.json")
+    assert json.loads(stored.read_text())["test"] == {"id": "a/test_m.py::test_train"}
+    [stored] = (baselines / "shapes-shape0").glob("*/*.json")
+    assert json.loads(stored.read_text())["test"] == {
+        "id": "a/test_m.py::test_shapes[shape0]",
+        "params": {"shape": "(64,)"},
+    }
+    repo.commit("baselines")
+
+    result = pytester.runpytest_subprocess(*args, "b")
+    result.assert_outcomes(passed=1)
+    results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
+    [run] = results["runs"]
+    assert run["verdict"] == "incomparable"
+    assert run["comparison"]["notes"][-1].startswith(
+        "incomparable: the baseline was measured by another test (a/test_m.py::test_train; "
+        "this run: b/test_m2.py::test_train)"
+    )
+    # The test itself, from the top this time, is compared with its own baseline.
+    result = pytester.runpytest_subprocess(*args, "a/test_m.py::test_train")
+    result.assert_outcomes(passed=1)
+    results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
+    assert results["runs"][0]["verdict"] in ("pass", "unstable")
+
+
+NOISY = """
+import random
+import time
+
+def test_noisy(perfgate):
+    perfgate.run(lambda: time.sleep(random.choice([0.005, 0.08])), steps=3, warmup=1)
+"""
+
+
+def test_a_noisy_baseline_keeps_the_time_budget_and_says_so_in_every_report(
+    pytester: pytest.Pytester,
+) -> None:
+    # The re-measuring of a noisy baseline ignored statistics.max_seconds (15 rounds in each
+    # process, whatever the budget), and its note reached neither the terminal nor
+    # summary.md: only the baseline file said it.
+    repo = GitRepo(pytester.path)
+    repo.write("perfgate.yaml", "statistics: {processes: 1, max_cv: 1%, max_seconds: 0.3}\n")
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    repo.write("test_noisy.py", NOISY)
+    repo.commit("noisy")
+    result = pytester.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+    [stored] = (pytester.path / "baselines" / "noisy").glob("*/*.json")
+    record = json.loads(stored.read_text())
+    assert len(set(record["timing"]["round"])) == 10  # 5, then 5 more, then out of time
+    [note] = [n for n in record["notes"] if n.startswith("baseline recorded with")]
+    assert "after 10 rounds (statistics.max_seconds, 0.3 s, ran out): comparisons" in note
+    result.stdout.fnmatch_lines([f"warning: noisy: {note}"])
+    summary = (pytester.path / "perfgate-out" / "summary.md").read_text()
+    assert "  - ⚠️ baseline recorded with runner noise" in summary

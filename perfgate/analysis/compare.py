@@ -1163,6 +1163,7 @@ def compare_runs(
             f"step time: the profiled steps of both sides (the {untimed[0]} side is a "
             "profile, without timed rounds)"
         )
+    another_test = _another_test(baseline, current, comparison)
     changed = parameter_differences(
         baseline.get("parameters") or {}, current.get("parameters") or {}
     )
@@ -1245,7 +1246,34 @@ def compare_runs(
         stats.alpha,
     )
     comparison.verdict = _verdict(comparison, hard, one_sided)
+    if another_test and comparison.verdict is not Verdict.ERROR:
+        comparison.notes.append(another_test)
+        comparison.verdict = Verdict.INCOMPARABLE
     return comparison
+
+
+ANOTHER_TEST = "incomparable: the baseline was measured by another test"
+
+
+def _another_test(baseline: RunRecord, current: RunRecord, comparison: Comparison) -> str | None:
+    """Why the baseline is another test's (two tests of one benchmark name: two files run
+    apart, two shards), or None; warns, in ``comparison``, of pytest parameters that differ
+    under the same test id (ids by index, ``shape0``, shift when a value is inserted)."""
+    ours, theirs = current.get("test") or {}, baseline.get("test") or {}
+    ours_id, their_id = ours.get("id"), theirs.get("id")
+    if ours_id and their_id and ours_id != their_id:
+        return (
+            f"{ANOTHER_TEST} ({their_id}; this run: "
+            f"{ours_id}) under the same benchmark name; give each test its own name "
+            "(@pytest.mark.perfgate(name=...)), or, if the test moved, record its baseline again"
+        )
+    changed = parameter_differences(theirs.get("params") or {}, ours.get("params") or {})
+    if changed:
+        comparison.warnings.append(
+            f"pytest parameters differ from the baseline's: {'; '.join(changed)} (ids by "
+            "index, such as shape0, move when a value is inserted: give ids=...)"
+        )
+    return None
 
 
 def _verdict(

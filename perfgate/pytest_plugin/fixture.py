@@ -19,7 +19,7 @@ from perfgate.analysis.compare import Comparison, Look
 from perfgate.errors import ConfigError, PerfgateError, StoreError, clipped, shown
 from perfgate.profilers import measure, runner
 from perfgate.profilers.environment import check_msprof_environment
-from perfgate.pytest_plugin.session import PerfgateSession, item_benchmark_name
+from perfgate.pytest_plugin.session import PerfgateSession, identity_of_test, item_benchmark_name
 from perfgate.records import MAX_SAMPLES, RunRecord, encodes_as_utf8, merge_processes
 from perfgate.report.format import terminal_text
 from perfgate.report.results import BenchmarkResult
@@ -45,6 +45,7 @@ class Benchmark:
         # The marker's arguments were checked at collection (plugin.marker_problem).
         options: dict[str, Any] = dict(marker.kwargs) if marker else {}
         self.name = item_benchmark_name(node)
+        self.test = identity_of_test(node, session.repository_top)
         self.thresholds = options.get("thresholds")
         self.default_steps = options.get("steps")
         self.default_warmup = options.get("warmup")
@@ -149,6 +150,7 @@ class Benchmark:
                     "profiler": profiler,
                     **extra,
                 }
+                record["test"] = self.test
 
                 def more_rounds() -> RunRecord:
                     meter.start()
@@ -274,6 +276,7 @@ class Benchmark:
                 record = measure.timing_record([], self.name, configured_env, "none")
             self._attach(record, timing, pinning, meter.stop(), one_process_per_round=True)
             record["parameters"] = {"command": argv, "profiler": profiler, **extra}
+            record["test"] = self.test
 
             def more_rounds() -> RunRecord:
                 meter.start()
@@ -401,17 +404,26 @@ class Benchmark:
         session = self.session
         stats = self.rules.statistics
         noise = _round_noise(record)
+        started = time.perf_counter()
+        out_of_time = False
         while noise is not None and noise > stats.max_cv and _rounds(record) < stats.max_rounds:
+            # The gate's time budget holds here too: a slow noisy model must not take
+            # max_rounds / rounds times as long in each process, unbounded.
+            out_of_time = time.perf_counter() - started > stats.max_seconds
+            if out_of_time:
+                break
             record = more_rounds()
             noise = _round_noise(record)
         merged = merge_processes(record, session.other_processes(self.name))
         notes = list(merged.get("notes", []))
         notes.extend(session.process_problems)
         if noise is not None and noise > stats.max_cv:
+            budget = f" (statistics.max_seconds, {stats.max_seconds:g} s, ran out)"
             notes.append(
                 f"baseline recorded with runner noise ±{noise:.1%} between rounds (more than "
-                f"{stats.max_cv:.0%}) after {_rounds(record)} rounds: comparisons with it will "
-                "say unstable for small changes; record it again on a quieter runner"
+                f"{stats.max_cv:.0%}) after {_rounds(record)} rounds{budget if out_of_time else ''}"
+                ": comparisons with it will say unstable for small changes; record it again on "
+                "a quieter runner"
             )
         merged["notes"] = notes
         try:

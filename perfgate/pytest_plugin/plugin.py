@@ -191,6 +191,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         named.setdefault(item_benchmark_name(item), []).append(item)
     for item, problem in problems.items():
         item.stash[PROBLEM_KEY] = (_refused_name(item, set(named)), problem)
+    # Names that differ only in case: the first one collected keeps its name, as in a
+    # session of one process (PerfgateSession.register_name); checked here, so that every
+    # xdist worker, seeing every test, refuses the same ones.
+    first_of_case: dict[str, str] = {}
+    for name, holders in named.items():
+        first = first_of_case.setdefault(name.lower(), name)
+        if first != name:
+            for item in holders:
+                item.stash[PROBLEM_KEY] = (
+                    name,
+                    f"perfgate: benchmark names {first!r} ({named[first][0].nodeid}) and "
+                    f"{name!r} ({item.nodeid}) differ only in case: on a case-insensitive file "
+                    "system (macOS, Windows) their baselines would be one folder; give one of "
+                    "them another @pytest.mark.perfgate(name=...)",
+                )
     for name, clashing in named.items():
         if len(clashing) < 2:
             continue

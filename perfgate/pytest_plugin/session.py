@@ -3,6 +3,8 @@ and the reports written at the end (results JSON, Markdown, terminal table)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
@@ -16,12 +18,13 @@ import pytest
 
 from perfgate.analysis.compare import Comparison
 from perfgate.config import load_settings, with_baseline_branch
-from perfgate.errors import PerfgateError
+from perfgate.errors import PerfgateError, clipped
 from perfgate.profilers.runner import measuring_command, measuring_env
-from perfgate.records import RunRecord
+from perfgate.records import PytestIdentity, RunRecord
 from perfgate.report import markdown as md
 from perfgate.report.results import (
     BenchmarkResult,
+    recording_warnings,
     results_document,
     results_markdown,
     summary_table,
@@ -69,6 +72,13 @@ class PerfgateSession:
     ab_ref: str | None = None
     ab_comparisons: dict[str, Comparison] = field(default_factory=dict)
     ab_records: dict[str, RunRecord] = field(default_factory=dict)
+
+    @functools.cached_property
+    def repository_top(self) -> Path | None:
+        """The top folder of the git work tree (the tests' ids are relative to it)."""
+        from perfgate.store.git import work_tree
+
+        return work_tree(self.rootdir)
 
     @property
     def measure_only(self) -> bool:
@@ -436,6 +446,9 @@ class PerfgateSession:
             write(f"report:  {self.md_path}")
         for line in self.settings.misnamed(r.record["benchmark"] for r in self.results):
             write(f"warning: {line}")
+        for result in self.results:
+            for note in recording_warnings(result):
+                write(f"warning: {result.record['benchmark']}: {note}")
         unjudged = [r for r in self.results if r.verdict in (Verdict.NO_BASELINE, Verdict.ERROR)]
         if unjudged and is_shallow_checkout(self.rootdir):
             write(
@@ -594,6 +607,39 @@ def default_name(item: pytest.Item) -> str:
         getattr(item, "originalname", item.name),
         callspec.id if callspec is not None else None,
     )
+
+
+# A default repr's address (``<Model object at 0x7f…>``) differs in every process.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_MAX_PARAMS = 64
+
+
+def identity_of_test(item: pytest.Item, top: Path | None) -> PytestIdentity:
+    """Which test measures a benchmark (``test`` in its record): its node id with the file
+    relative to ``top`` (the repository's top folder: the same wherever pytest starts), and
+    its pytest parameters as text. A baseline of another test under the same name (two
+    files, two shards) is then never taken for this one's, and parameters that moved under
+    index ids (``shape0``) are said."""
+    nodeid = item.nodeid
+    path = Path(str(getattr(item, "path", "")))
+    if top is not None and "::" in nodeid and path.is_absolute():
+        with contextlib.suppress(ValueError):  # a test outside the repository: pytest's id
+            nodeid = f"{path.resolve().relative_to(top).as_posix()}::{nodeid.split('::', 1)[1]}"
+    identity: PytestIdentity = {"id": clipped(nodeid, 1_000)}
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params:
+        identity["params"] = {
+            clipped(str(name), 64): clipped(_ADDRESS.sub("", _shown_param(value)), 200)
+            for name, value in list(callspec.params.items())[:_MAX_PARAMS]
+        }
+    return identity
+
+
+def _shown_param(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a repr that raises must not fail the benchmark
+        return f"<{type(value).__name__}>"
 
 
 def benchmark_name(nodeid: str, originalname: str, callspec_id: str | None) -> str:

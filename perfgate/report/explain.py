@@ -5,7 +5,7 @@ metric, and the operators that explain it. Built from the facts the decision kep
 
 from __future__ import annotations
 
-from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
+from perfgate.analysis.compare import ANOTHER_TEST, Comparison, MetricJudgement, OperatorDelta
 from perfgate.report.format import (
     format_change,
     format_spread,
@@ -207,7 +207,7 @@ def breakdown_explanation(c: Comparison) -> str | None:
 def _metric_line(c: Comparison, m: MetricJudgement) -> str:
     """One metric's self-explanatory line: its values, change, limit and baseline, then why
     it is unstable, or what explains its regression."""
-    word = _STATUS_WORDS[m.status] if c.judged else "not judged (another environment)"
+    word = _STATUS_WORDS[m.status] if c.judged else f"not judged ({_unjudged(c)})"
     line = (
         f"{c.benchmark}: {m.name} {word}: "
         f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
@@ -230,6 +230,15 @@ def _metric_line(c: Comparison, m: MetricJudgement) -> str:
     return line
 
 
+def _unjudged(c: Comparison) -> str:
+    """Why an incomparable run's figures were not judged, in a few words."""
+    if any("(hard)" in w for w in c.warnings):
+        return "another environment"
+    if any(n.startswith(ANOTHER_TEST) for n in c.notes):
+        return "another test's baseline"
+    return "incomparable"
+
+
 def summary_lines(c: Comparison) -> list[str]:
     """One self-explanatory line per regressed or unstable metric; improvements are listed
     only when nothing regressed (a slower kernel also "improves" utilization)."""
@@ -241,7 +250,7 @@ def summary_lines(c: Comparison) -> list[str]:
     lines = [_metric_line(c, m) for m in c.metrics if m.gated and m.status in shown]
     lines.extend(
         f"{c.benchmark}: operator {short_name(o.op_type, 80)} [{o.core}] "
-        f"{'regressed' if c.judged else 'not judged (another environment)'}: "
+        f"{'regressed' if c.judged else f'not judged ({_unjudged(c)})'}: "
         f"{o.baseline_time_per_step_us / 1e3:.3f} → {o.current_time_per_step_us / 1e3:.3f} "
         f"ms/step ({p_clause(o.p_value)}, Holm-corrected)"
         for o in c.operators
@@ -294,7 +303,9 @@ def _other_reason(c: Comparison) -> str | None:
             return _metric_line(c, unstable[0])
     if c.verdict is Verdict.INCOMPARABLE:
         hard = [w for w in c.warnings if "(hard)" in w]
-        return f"{c.benchmark}: incomparable: {hard[0] if hard else 'another environment'}"
+        said = [n.removeprefix("incomparable: ") for n in c.notes if n.startswith("incomparable:")]
+        why = hard[0] if hard else said[-1] if said else "another environment"
+        return f"{c.benchmark}: incomparable: {why}"
     if c.notes:
         return f"{c.benchmark}: {c.verdict.value}: {c.notes[0]}"
     return None

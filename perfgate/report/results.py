@@ -3,6 +3,7 @@ terminal table ``pytest --perfgate`` ends with."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -102,13 +103,27 @@ def results_markdown(results: Sequence[BenchmarkResult]) -> str:
     recorded = [r for r in results if r.recorded is not None]
     if recorded:
         parts.append("### perfgate: baselines recorded\n")
-        parts.extend(
-            f"- {md.code(r.record['benchmark'])} on {md.code(r.record['env'])}: "
-            f"{md.code(r.recorded)}"
-            for r in recorded
-        )
+        for r in recorded:
+            parts.append(
+                f"- {md.code(r.record['benchmark'])} on {md.code(r.record['env'])}: "
+                f"{md.code(r.recorded)}"
+            )
+            parts.extend(f"  - ⚠️ {md.escape(note)}" for note in recording_warnings(r))
         parts.append("")
     return "\n".join(parts) + ("\n" if parts else "")
+
+
+# What a recording says of itself (fixture.Benchmark._record_baseline): a baseline that
+# stayed noisy, a measuring process that failed. The profile's reading notes stay in the file.
+_RECORDING_WARNING = re.compile(r"baseline recorded with |process \d+ exited with ")
+
+
+def recording_warnings(result: BenchmarkResult) -> list[str]:
+    """The notes of a recorded baseline that its recorder must read: it is noisy, or fewer
+    processes measured it than were asked for."""
+    if result.recorded is None:
+        return []
+    return [n for n in result.record.get("notes", []) if _RECORDING_WARNING.match(n)]
 
 
 _SUMMARY_HEADERS = [
