@@ -670,15 +670,21 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     # The marker's 0 was taken for "unset": the run warmed up 3 steps.
     assert by_name["marker_warmup_zero"]["parameters"]["warmup"] == 0
     measured = {name for name, run in by_name.items() if run["verdict"] != "error"}
-    assert measured == {"marker_warmup_zero", "numpy_parameters", "twice"}
+    assert measured == {"marker_warmup_zero", "numpy_parameters"}
     # The misused benchmarks were left out of the reports, whose summary said no-baseline
     # over them: each is an error there, saying what to change — the 5 refused before their
     # test ran too (the two tests sharing a name once, under that name).
     errors = {n: r["comparison"]["notes"] for n, r in by_name.items() if r["verdict"] == "error"}
-    assert len(errors) == 21
+    assert len(errors) == 22
+    # Measured once, then misused: an error too (its first verdict stood in every report).
+    assert errors["twice"] == [
+        "perfgate.run was called a second time in this test; measure one benchmark per test "
+        "(parametrize the test for variants)"
+    ]
+    assert by_name["twice"]["samples"]  # the first measurement's figures stay
     for test, says in MISUSE_SAYS.items():
         name = REFUSED_AS.get(test, test.removeprefix("test_"))
-        if name == "twice":  # its first measurement stands; the second failed the test
+        if name == "twice":
             continue
         # The same words (the stars: object addresses, tails).
         assert errors[name][0].startswith("not measured: "), name
@@ -1355,3 +1361,79 @@ def test_a_noisy_baseline_keeps_the_time_budget_and_says_so_in_every_report(
     result.stdout.fnmatch_lines([f"warning: noisy: {note}"])
     summary = (pytester.path / "perfgate-out" / "summary.md").read_text()
     assert "  - ⚠️ baseline recorded with runner noise" in summary
+
+
+AFTER_MEASURING = """
+import pytest
+
+def step():
+    return sum(range(300))
+
+def test_fine(perfgate):
+    perfgate.run(step, steps=3, warmup=1)
+
+def test_wrong_output(perfgate):
+    perfgate.run(step, steps=3, warmup=1)
+    assert step() == 0, "the model's output is wrong"
+
+def test_skip_after(perfgate):
+    perfgate.run(step, steps=3, warmup=1)
+    pytest.skip("no accelerator")
+
+@pytest.mark.xfail(reason="known")
+def test_known_bad(perfgate):
+    perfgate.run(step, steps=3, warmup=1)
+    assert 0
+
+def test_twice(perfgate):
+    perfgate.run(step, steps=3, warmup=1)
+    perfgate.run(step, steps=3, warmup=1)
+"""
+
+
+def test_update_records_only_the_baselines_of_tests_that_pass(project: pytest.Pytester) -> None:
+    # A test that failed, skipped or xfailed after perfgate.run had its baseline written
+    # all the same (an Action would commit a broken model's numbers), and perfgate.run
+    # called twice failed its test while every report said "recorded".
+    project.path.joinpath("test_bench.py").write_text(AFTER_MEASURING)
+    project.path.joinpath("perfgate.yaml").write_text("statistics: {processes: 1}\n")
+    _commit_all(project.path, "tests that fail after measuring")
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, failed=2, skipped=1, xfailed=1)
+    stored = sorted(p.name for p in (project.path / "baselines").iterdir())
+    assert stored == ["fine"]
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    runs = {run["benchmark"]: run for run in results["runs"]}
+    assert {name: run["verdict"] for name, run in runs.items()} == {
+        "fine": "recorded",
+        "wrong_output": "error",
+        "twice": "error",
+    }
+    assert runs["wrong_output"]["comparison"]["notes"] == [
+        "measured, but its baseline was not recorded: its test failed in call (see the test's "
+        "failure); fix it and record again"
+    ]
+    assert runs["twice"]["comparison"]["notes"] == [
+        "perfgate.run was called a second time in this test; measure one benchmark per test "
+        "(parametrize the test for variants)"
+    ]
+    assert runs["wrong_output"]["samples"]  # measured: the figures stay in the results
+    # Without --perfgate-update, a second run is an error too, not the first one's verdict.
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", "-k", "twice"
+    )
+    result.assert_outcomes(failed=1)
+    results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
+    assert [run["verdict"] for run in results["runs"]] == ["error"]
+
+
+def test_collect_only_starts_no_measuring_process(project: pytest.Pytester) -> None:
+    # --co with --perfgate-update started the two extra measuring processes (15 s here).
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-update", "--co", "-p", "no:cacheprovider"
+    )
+    assert result.ret == 0
+    assert "measuring in process" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*<Function test_matmul>*"])

@@ -60,6 +60,8 @@ class Benchmark:
         self.result: BenchmarkResult | None = None
         self.gate_failure: BaseException | None = None  # what the verdict raised, if it failed
         self._started = False
+        # --perfgate-update: the baseline measured, written once its test has passed.
+        self.pending_baseline: RunRecord | None = None
 
     def _rules(self, thresholds: object) -> Rules:
         rules = self.session.settings.rules_for(self.name)
@@ -399,7 +401,6 @@ class Benchmark:
     ) -> BenchmarkResult:
         """Record this benchmark's baseline from this process and the others the session
         ran; re-measure while its rounds are too noisy, and say so if they stay that way."""
-        from perfgate.gate import record_baselines
 
         session = self.session
         stats = self.rules.statistics
@@ -426,22 +427,52 @@ class Benchmark:
                 "a quieter runner"
             )
         merged["notes"] = notes
+        # Written when the test has passed (plugin.pytest_runtest_makereport): a test that
+        # fails, skips or xfails after measuring records nothing.
+        self.pending_baseline = merged
+        return self._keep(BenchmarkResult(record=merged, timings_s=laps))
+
+    def write_baseline(self) -> None:
+        """The test passed: write the baseline it measured. A store that refuses it makes
+        the result an ``error`` and raises the :class:`PerfgateError`."""
+        from perfgate.gate import record_baselines
+
+        merged, self.pending_baseline = self.pending_baseline, None
+        if merged is None or self.result is None:
+            return
+        session = self.session
         try:
             [path] = record_baselines(
                 [merged], session.settings, session.rootdir, allow_dirty=session.allow_dirty
             )
         except PerfgateError as exc:
             # Measured, not recorded: the run is in the reports as measured, its verdict error.
-            failed = Comparison(
-                benchmark=self.name,
-                verdict=Verdict.ERROR,
-                baseline={"commit": None},
-                current={"commit": merged.get("commit")},
-                notes=[f"measured, but its baseline was not recorded: {exc}"],
-            )
-            self._keep(BenchmarkResult(record=merged, comparison=failed, timings_s=laps))
-            _fail(f"perfgate: {exc}")
-        return self._keep(BenchmarkResult(record=merged, timings_s=laps, recorded=path))
+            self._keep_error(f"measured, but its baseline was not recorded: {exc}")
+            raise
+        self.result.recorded = path
+
+    def keep_baseline_unwritten(self, why: str) -> None:
+        """The test failed after measuring: no baseline, and the reports say so."""
+        if self.pending_baseline is not None:
+            self.pending_baseline = None
+            self._keep_error(f"measured, but its baseline was not recorded: {why}")
+
+    def _keep_error(self, note: str) -> None:
+        """This benchmark's kept run becomes an ``error`` saying ``note`` (its figures stay)."""
+        if self.result is None:
+            self.keep_failure(note)
+            return
+        record = self.result.record
+        failed = Comparison(
+            benchmark=self.name,
+            verdict=Verdict.ERROR,
+            baseline={"commit": None},
+            current={"commit": record.get("commit")},
+            notes=[note],
+        )
+        self._keep(
+            BenchmarkResult(record=record, comparison=failed, timings_s=self.result.timings_s)
+        )
 
     def _from_ab(self) -> BenchmarkResult:
         """--perfgate-ab: this benchmark was measured in the A/B pairs at session start."""
@@ -474,6 +505,14 @@ class Benchmark:
         """One measurement per test: a second one would be a second run of the same
         benchmark name, and the second baseline would replace the first."""
         if self._started:  # (a kept result implies it)
+            self.pending_baseline = None
+            kept = self.result.comparison if self.result is not None else None
+            if self.result is not None and (kept is None or kept.verdict is not Verdict.ERROR):
+                # Misuse is an error in every report, not the first measurement's verdict.
+                self._keep_error(
+                    f"perfgate.{what} was called a second time in this test; measure one "
+                    "benchmark per test (parametrize the test for variants)"
+                )
             _fail(
                 f"perfgate.{what}: benchmark {self.name!r} was already measured in this test; "
                 "measure one benchmark per test (parametrize the test for variants)"
@@ -497,6 +536,7 @@ class Benchmark:
         """The test failed as its ``xfail`` mark expects: like a skipped benchmark, it is in
         no report (an ``error``, or the regression that failed it, failed the job's summary
         over a green pytest)."""
+        self.pending_baseline = None
         if self.result is not None:
             self.session.results.remove(self.result)
             self.result = None

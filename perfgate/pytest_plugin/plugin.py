@@ -152,6 +152,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         perfgate_session is None
         or perfgate_session.measure_only
         or getattr(config, "workerinput", None) is not None
+        or config.option.collectonly  # --co measures nothing: no processes, no A/B pairs
     ):
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -310,9 +311,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     raised = call.excinfo.value if call.excinfo is not None else None
     if report.when == "setup" and report.failed and raised is not None:
         _keep_setup_failure(item, benchmark, raised)
+    if benchmark is not None and benchmark.pending_baseline is not None:
+        _settle_baseline(benchmark, report)
     if report.failed and gate_failure is not None and _raised_by(raised, gate_failure):
         report.user_properties.append(GATE_FAILURE)  # xdist sends it to the controller too
     return report
+
+
+def _settle_baseline(benchmark: Benchmark, report: pytest.TestReport) -> None:
+    """--perfgate-update: write the baseline its test measured once the test has passed;
+    none for a test that failed, skipped or xfailed after measuring (they were written)."""
+    from perfgate.errors import PerfgateError
+
+    if report.failed:
+        benchmark.keep_baseline_unwritten(
+            f"its test failed in {report.when} (see the test's failure); fix it and record again"
+        )
+    elif report.skipped:
+        benchmark.expected_to_fail()  # skipped or xfailed: in no report, as any skipped test
+    elif report.when != "setup":  # passed its call (or a teardown that measured)
+        try:
+            benchmark.write_baseline()
+        except PerfgateError as exc:
+            report.outcome = "failed"
+            report.longrepr = _shown(f"perfgate: {exc}")
 
 
 def _keep_setup_failure(
