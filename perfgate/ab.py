@@ -46,6 +46,7 @@ class AbRun:
     head_sha: str
     pairs: int
     head_dirty: bool = False  # the tree measured has uncommitted changes
+    head_branch: str | None = None
     comparisons: list[Comparison] = field(default_factory=list)
     records: dict[str, dict[str, RunRecord]] = field(default_factory=dict)  # side → name →
     seconds: float = 0.0
@@ -163,11 +164,20 @@ def run_ab(
     where = Path.cwd().resolve()
     relative = where.relative_to(top) if where.is_relative_to(top) else Path()
     out_dir = out_dir.resolve()  # the sessions run in two checkouts
-    run = AbRun(base_sha=base_sha, head_sha=head.sha, pairs=pairs, head_dirty=head.dirty)
+    run = AbRun(
+        base_sha=base_sha,
+        head_sha=head.sha,
+        pairs=pairs,
+        head_dirty=head.dirty,
+        head_branch=head.branch,
+    )
     started = time.perf_counter()
     with worktree(repo_dir, base_sha) as base_tree:
         checkouts = {BASE: base_tree, HEAD: top}
         arguments = {HEAD: list(pytest_args)}
+        # A path given whole (/work/repo/tests/…) names this tree's file: the base's
+        # sessions must run the base's copy of it, or both sides measure this tree.
+        pytest_args = _relative_to_tree(pytest_args, top, top / relative)
         base_args, new_paths = _base_arguments(pytest_args, top / relative, base_tree / relative)
         if new_paths:
             say(
@@ -252,6 +262,20 @@ def run_ab(
             )
         )
     return run
+
+
+def _relative_to_tree(pytest_args: Sequence[str], top: Path, where: Path) -> list[str]:
+    """``pytest_args`` with each absolute path inside the checkout ``top`` (a ``::`` node id
+    included) made relative to ``where``, the folder the sessions start in."""
+    made: list[str] = []
+    for arg in pytest_args:
+        path, sep, rest = arg.partition("::")
+        if not arg.startswith("-") and os.path.isabs(path):
+            resolved = Path(path).resolve()
+            if resolved.is_relative_to(top.resolve()):
+                arg = os.path.relpath(resolved, where.resolve()) + sep + rest
+        made.append(arg)
+    return made
 
 
 def _base_arguments(

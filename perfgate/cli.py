@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ab.add_argument(
         "--pairs",
-        type=positive_int,
+        type=_pairs,
         metavar="N",
         help="base/tree process pairs. Default: statistics.ab_pairs (4)",
     )
@@ -330,6 +330,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hist.set_defaults(handler=_cmd_history)
     return parser
+
+
+def _pairs(text: str) -> int:
+    """``--pairs``: an A/B run needs two pairs to measure the noise between them."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 2 or more (an A/B run needs 2 pairs)")
+    return value
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -619,10 +630,13 @@ def _cmd_history(args: argparse.Namespace) -> int:
         for env in envs
     ]
     if args.format == "png":
+        from perfgate.store.atomic import atomic_write
+
         target = Path(args.output)
+        png = render.render_png(histories[0])
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(render.render_png(histories[0]))
+            # Whole or not at all, as every report: a full disk keeps the chart that was there.
+            atomic_write(target, png)
         except OSError as exc:
             raise PerfgateError(f"{target}: cannot write the chart: {exc.strerror}") from None
         return EXIT_OK
@@ -665,7 +679,11 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         )
         for c in run.comparisons
     ]
-    document = results_document(results, {"commit": run.head_sha})
+    # The tree's state as a results file says it (pytest --perfgate does too): baseline
+    # update --from refuses a measurement of uncommitted changes by this key.
+    document = results_document(
+        results, {"commit": run.head_sha, "branch": run.head_branch, "dirty": run.head_dirty}
+    )
     document["ab"] = {
         "base": run.base_sha,
         "pairs": run.pairs,

@@ -207,6 +207,9 @@ def test_a_four_times_heavier_step_in_the_index_fails_on_step_time(project: GitR
     [run] = results["runs"]
     assert run["verdict"] == "regression"
     assert run["comparison"]["current"] == {"commit": base, "dirty": True, "mode": "ab"}
+    # The document says so too: `baseline update --from` it refuses a measurement of
+    # uncommitted changes by this key (it read "dirty": null and recorded it as HEAD's).
+    assert (results["dirty"], results["branch"]) == (True, "main")
     assert step_time["status"] == "regression"
     assert step_time["change"] > 0.6  # 4× the work per step
     assert step_time["current"] > step_time["baseline"] > 0
@@ -326,11 +329,20 @@ def test_an_out_folder_holding_other_files_is_refused_not_emptied(
     assert mine.read_text() == "mine"
 
 
-def test_one_pair_is_one_error_line(
-    project: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("pairs", ["0", "1", "-1"])
+def test_fewer_than_two_pairs_is_a_usage_error_that_says_two(
+    project: GitRepo,
+    pairs: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    line = _one_error_line(["--base", "HEAD", "--pairs", "1"], project.path, capsys, monkeypatch)
-    assert "an A/B run needs at least 2 pairs (got 1)" in line
+    # `--pairs 0` said "must be 1 or more", and `--pairs 1` was then refused too.
+    monkeypatch.chdir(project.path)
+    with pytest.raises(SystemExit) as exited:
+        main(["ab", "--base", "HEAD", "--pairs", pairs])
+    assert exited.value.code == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert f"argument --pairs: '{pairs}' must be 2 or more" in err
 
 
 def test_a_test_that_fails_at_the_base_but_is_no_benchmark_does_not_stop_the_run(
@@ -387,3 +399,25 @@ def test_a_base_whose_sessions_fail_says_why_and_leaves_no_worktree(project: Git
         "(pytest exited with 4):\n"
     ), done.stderr
     assert "perfgate.yaml: thresholds.step_time.max_increase: 5 is not a threshold" in error
+
+
+def test_an_absolute_test_path_in_the_checkout_is_made_relative(tmp_path: Path) -> None:
+    # `perfgate ab -- /repo/bench/test_x.py` ran this tree's file in the base's sessions too:
+    # both sides measured the working tree, and a regression passed.
+    top = tmp_path / "repo"
+    (top / "bench").mkdir(parents=True)
+    args = [
+        str(top / "bench" / "test_x.py::test_loop"),
+        str(top / "bench"),
+        "-k",
+        "loop",
+        str(tmp_path / "elsewhere.py"),
+    ]
+    assert ab._relative_to_tree(args, top, top) == [
+        "bench/test_x.py::test_loop",
+        "bench",
+        "-k",
+        "loop",
+        str(tmp_path / "elsewhere.py"),
+    ]
+    assert ab._relative_to_tree([str(top / "bench")], top, top / "bench") == ["."]

@@ -265,6 +265,8 @@ def test_a_record_without_a_metric_column_compares_the_rest(
         (lambda c: c.update(verdict=None), "runs.0.comparison.verdict"),
         (lambda c: c.pop("benchmark"), "runs.0.comparison.benchmark"),
         (lambda c: c["metrics"][0].update(noise="text"), "runs.0.comparison.metrics.0.noise"),
+        # A unit the renderers do not know raised ValueError from format_change.
+        (lambda c: c["metrics"][0].update(unit="furlongs"), "runs.0.comparison.metrics.0.unit"),
         (
             lambda c: c["operators"][1].update(delta_us=[1]),
             "runs.0.comparison.operators.1.delta_us",

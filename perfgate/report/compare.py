@@ -15,6 +15,7 @@ from tabulate import tabulate
 
 from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
+from perfgate.errors import PerfgateError
 from perfgate.records import COMPARISON, json_number, validated
 from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
@@ -30,6 +31,7 @@ from perfgate.report.format import (
     named_table,
     short_names,
 )
+from perfgate.rules import Unit
 from perfgate.verdict import MetricStatus, Verdict, worst
 
 # History: 1 — first version.
@@ -108,6 +110,12 @@ def metric_from_dict(
     if values.get("copy_calls") is None:
         values.pop("copy_calls", None)
     judgement: MetricJudgement = validated(_METRIC, values, where, key)
+    if judgement.unit not in {u.value for u in Unit}:
+        # The renderers format every change by its unit: one they do not know is damage.
+        raise PerfgateError(
+            f"{where}: key '{key}unit' is {judgement.unit!r} (expected "
+            f"{', '.join(repr(u.value) for u in Unit)})"
+        )
     return judgement
 
 
