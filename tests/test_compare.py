@@ -940,3 +940,36 @@ def test_pytest_parameters_that_moved_under_the_same_id_are_said() -> None:
     ) in comparison.warnings
     unmoved: Any = {**current, "test": theirs["test"]}
     assert not [w for w in compare_runs(theirs, unmoved, default_rules()).warnings if "pytest" in w]
+
+
+def test_the_figures_shown_agree_with_the_change_when_the_look_back_judged() -> None:
+    # The change is measured from the median of the recent baselines; the table and the
+    # summary line showed the nearest baseline beside it (97.2 ms → 113.9 ms "+14.1%", which
+    # is +17.2%): the three figures disagreed.
+    from perfgate.report.compare import render_markdown, render_table
+    from perfgate.report.html import _metric_rows
+
+    levels = (100.6, 99.5, 100.8, 100.2, 99.7)
+    history = tuple(rounds(ms, processes=3, seed=7 + i) for i, ms in enumerate(levels))
+    j = judge(rounds(97, processes=3, seed=1), rounds(114, seed=2), history=history)
+    assert j.history_runs == 6 and j.baseline is not None and j.reference is not None
+    assert (round(j.baseline / 1e3, 1), round(j.reference / 1e3, 1)) == (97.2, 99.8)
+    comparison = Comparison(
+        benchmark="b",
+        verdict=Verdict.REGRESSION,
+        baseline={"commit": "a" * 40, "how": "first parents of HEAD on main", "distance": 1},
+        current={},
+        metrics=[j],
+    )
+    [row] = [
+        line.split() for line in render_table([comparison]).splitlines() if "step_time" in line
+    ][:1]
+    assert row[:7] == ["step_time", "99.829", "ms", "113.901", "ms", "+14.1%", "+5%"]
+    [line] = summary_lines(comparison)
+    assert "step_time regressed: 99.829 ms → 113.901 ms (+14.1%, limit +5%)" in line
+    assert "judged against the median of the last 6 baselines (99.829 ms)" in " ".join(
+        metric_reasons(j)
+    )
+    markdown = render_markdown([comparison])
+    assert "99.829 ms" in markdown and "97.176 ms" not in markdown
+    assert _metric_rows(comparison)[0]["baseline"] == "99.829 ms"  # the HTML report's row

@@ -19,7 +19,13 @@ from perfgate.errors import PerfgateError
 from perfgate.records import COMPARISON, json_number, validated
 from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
-from perfgate.report.explain import baseline_label, metric_reasons, reason_lines, summary_lines
+from perfgate.report.explain import (
+    baseline_label,
+    compared_baseline,
+    metric_reasons,
+    reason_lines,
+    summary_lines,
+)
 from perfgate.report.format import (
     MARKDOWN_NAME_WIDTH,
     format_calls,
@@ -208,7 +214,7 @@ def _metric_rows(c: Comparison) -> list[list[str]]:
     return [
         [
             m.name,
-            format_value(m.metric, m.baseline),
+            format_value(m.metric, compared_baseline(m)),
             format_value(m.metric, m.current),
             format_change(m.change, m.unit),
             m.threshold if m.gated else f"({m.threshold})",

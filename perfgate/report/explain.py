@@ -28,6 +28,15 @@ _STATUS_WORDS = {
 }
 
 
+def compared_baseline(m: MetricJudgement) -> float | None:
+    """The baseline figure a metric's change is measured from: the median of the recent
+    baselines when the look-back judged it (``reference``), else the baseline's own. Shown
+    beside the current figure, so that the two and the change agree."""
+    if m.history_runs >= 2 and m.reference is not None and m.baseline is not None:
+        return m.reference
+    return m.baseline
+
+
 def metric_reasons(m: MetricJudgement) -> list[str]:
     """Why ``m`` has its status, one short clause each (empty for a plain pass)."""
     if m.status is MetricStatus.NOT_AVAILABLE:
@@ -210,7 +219,7 @@ def _metric_line(c: Comparison, m: MetricJudgement) -> str:
     word = _STATUS_WORDS[m.status] if c.judged else f"not judged ({_unjudged(c)})"
     line = (
         f"{c.benchmark}: {m.name} {word}: "
-        f"{format_value(m.metric, m.baseline)} → {format_value(m.metric, m.current)} "
+        f"{format_value(m.metric, compared_baseline(m))} → {format_value(m.metric, m.current)} "
         f"({format_change(m.change, m.unit)}, limit {m.threshold}) "
         f"vs baseline {baseline_label(c)}"
     )

@@ -19,7 +19,13 @@ from perfgate.analysis.summary import breakdown_medians, round_boxes
 from perfgate.records import ResultsDocument, RunRecord
 from perfgate.report.advice import advice_dict, hints_from
 from perfgate.report.compare import comparison_from_dict
-from perfgate.report.explain import baseline_label, metric_reasons, summary_lines, verdict_reason
+from perfgate.report.explain import (
+    baseline_label,
+    compared_baseline,
+    metric_reasons,
+    summary_lines,
+    verdict_reason,
+)
 from perfgate.report.format import (
     format_calls,
     format_change,
@@ -84,7 +90,7 @@ def _metric_rows(comparison: Any) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": m.name,
-                "baseline": format_value(m.metric, m.baseline),
+                "baseline": format_value(m.metric, compared_baseline(m)),
                 "current": format_value(m.metric, m.current),
                 "change": format_change(m.change, m.unit),
                 "limit": m.threshold if m.gated else f"({m.threshold}, not gated)",
