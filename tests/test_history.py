@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import GitRepo
 
-from perfgate.analysis.history import Point, analyse, change_indexes
+from perfgate.analysis.history import Point, analyse, change_indexes, series_noise
 from perfgate.cli import main
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION
 from perfgate.rules import default_rules
@@ -134,6 +134,22 @@ def test_false_change_points_are_rare_on_flat_noisy_series() -> None:
     assert found <= 4  # ≤ 2%
     steps = [np.r_[np.zeros(15), np.full(15, math.log(1.08))] + rng.normal(0, 0.01, 30)]
     assert change_indexes(steps[0], 0.01) == [15]
+
+
+def test_one_odd_commit_is_no_change_point() -> None:
+    # A +30% spike at one commit made two change points, +14% "after" the commit before it
+    # (which measured the old level) and -12% after the spike, at a level no commit had.
+    rng = np.random.default_rng(5)
+    spiked = 0
+    for _ in range(200):
+        values = rng.normal(0, 0.01, 12)
+        values[5] += math.log(1.3)
+        spiked += bool(change_indexes(values, series_noise(values)))
+    assert spiked <= 6  # as rare as on a flat series (it was every one)
+    # Two odd commits in a row are a level: a regression and its fix, both found.
+    values = rng.normal(0, 0.01, 12)
+    values[5:7] += math.log(1.3)
+    assert change_indexes(values, series_noise(values)) == [5, 7]
 
 
 def test_history_renders_html_and_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

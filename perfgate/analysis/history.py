@@ -142,13 +142,25 @@ def series_noise(values: np.ndarray) -> float:
     return max(1.4826 * mad / math.sqrt(2), NOISE_FLOOR)
 
 
+def _without_lone_outliers(values: np.ndarray) -> np.ndarray:
+    """``values`` with each inner point replaced by the median of it and its two neighbours:
+    one odd commit (a spike, a damaged run) is gone, a step of two or more commits stays
+    where it is. Without it a spike made two change points (up, then down), the first
+    blamed on the commit before it, at a level no commit measured."""
+    if values.size < 3:
+        return values
+    smoothed = values.copy()
+    smoothed[1:-1] = np.median(np.stack([values[:-2], values[1:-1], values[2:]]), axis=0)
+    return smoothed
+
+
 def change_indexes(values: np.ndarray, noise: float) -> list[int]:
     """Where new segments start (point indexes), by PELT on the noise-scaled series."""
     import ruptures
 
     if values.size < MIN_POINTS:
         return []
-    signal = (values / noise).reshape(-1, 1)
+    signal = (_without_lone_outliers(values) / noise).reshape(-1, 1)
     algorithm = ruptures.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(signal)
     ends = algorithm.predict(pen=PENALTY * math.log(values.size))
     return [int(e) for e in ends[:-1]]
