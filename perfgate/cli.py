@@ -467,9 +467,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
             if run.get("verdict") or index in rebuilt
         ]
         return exit_status(verdicts, strict=bool(args.strict))
+    if not comparisons and document["runs"] and args.format in ("table", "md"):
+        # A --perfgate-update run's file: what it recorded, as its session showed it.
+        from perfgate.report.results import BenchmarkResult, results_markdown, summary_table
+        from perfgate.verdict import Verdict, exit_status
+
+        results = [BenchmarkResult.from_dict(dict(run)) for run in document["runs"]]
+        text = results_markdown(results) if args.format == "md" else summary_table(results)
+        _write(text if text.endswith("\n") else text + "\n", args.output)
+        verdicts = [Verdict(run["verdict"]) for run in document["runs"] if run.get("verdict")]
+        return exit_status(verdicts, strict=bool(args.strict))
     if not comparisons:
         raise PerfgateError(
-            f"{args.results}: holds no comparisons (a --perfgate-update run records baselines only)"
+            f"{args.results}: holds no comparisons (a --perfgate-update run records baselines "
+            "only; --format table, md or html show what it recorded)"
         )
     return _render_comparisons(comparisons, args)
 

@@ -1052,3 +1052,29 @@ def test_a_run_whose_verdict_differs_from_its_comparison_is_refused_by_every_doo
         assert main(argv) == 2, argv
         assert capsys.readouterr().err == says, argv
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_of_an_update_run_shows_what_it_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A --perfgate-update run's results file was a data error in table, md and json (exit 2)
+    # and a page in html (exit 0): one file perfgate wrote, three answers.
+    document = json.loads(HOST_COPY.read_text(encoding="utf-8"))
+    for run in document["runs"]:
+        run.pop("comparison"), run.pop("judged_by", None)
+        run["verdict"] = "recorded"
+        run["baseline_path"] = f"baselines/{run['benchmark']}/{run['env']}/{'a' * 40}.json"
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(document))
+    names = [run["benchmark"] for run in document["runs"]]
+    assert main(["report", str(recorded)]) == 0
+    table = capsys.readouterr().out
+    rows = [line.split() for line in table.splitlines() if line.split()[:1] in ([n] for n in names)]
+    assert [row[:2] for row in rows] == [[name, "recorded"] for name in names]
+    assert main(["report", str(recorded), "--format", "md"]) == 0
+    markdown = capsys.readouterr().out
+    assert markdown.startswith("### perfgate: baselines recorded\n")
+    assert f"`baselines/{names[0]}/" in markdown
+    assert main(["report", str(recorded), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    assert main(["report", str(recorded), "--format", "json"]) == 2
+    assert "--format table, md or html show what it recorded" in capsys.readouterr().err
