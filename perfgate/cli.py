@@ -643,6 +643,11 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if args.format == "png":
         from perfgate.store.atomic import atomic_write
 
+        if not histories[0].points:  # an empty chart, exit 0, said nothing
+            raise PerfgateError(
+                f"history of {args.benchmark!r}: {histories[0].note or 'no baselines'}: no "
+                "chart to draw"
+            )
         target = Path(args.output)
         png = render.render_png(histories[0])
         try:

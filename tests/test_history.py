@@ -115,6 +115,11 @@ def test_a_step_change_names_the_commit_range_it_entered_in(
         f"entered main after {shas[12][:12]}, within 2 commit(s) up to {shas[14][:12]}; "
         "beyond the +5% limit" in table
     )
+    # The row under the commit it entered at says the change and its direction in words.
+    rows = table.splitlines()
+    [at] = [i for i, line in enumerate(rows) if line.startswith(shas[14][:12])]
+    change_cell, word = rows[at + 1].split()
+    assert change_cell.startswith("+8.") and word == "worse"
 
 
 def test_a_flat_history_has_no_change_point(
@@ -199,6 +204,15 @@ def test_no_baseline_within_the_depth_says_how_far_it_looked(
     assert only["note"] == (
         "no baselines on the main line within the 2 commit(s) looked at (--max-depth 2)"
     )
+    # A PNG of no point was an empty chart, exit 0.
+    png = tmp_path / "h.png"
+    args = ["history", "mlp", "--repo", repo, "--max-depth", "2", "--format", "png", "-o", str(png)]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        "perfgate: error: history of 'mlp': no baselines on the main line within the 2 "
+        "commit(s) looked at (--max-depth 2): no chart to draw\n"
+    )
+    assert not png.exists()
     assert main(["history", "mlp", "--repo", repo, "--format", "json"]) == 0
     (only,) = json.loads(capsys.readouterr().out)["histories"]
     assert len(only["points"]) == 1

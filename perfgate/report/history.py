@@ -79,9 +79,10 @@ def _rows(history: History) -> list[list[str]]:
         )
         change = changes.get(index)
         if change is not None:
-            mark = "▲" if change.bad else "▼"
+            # Words, not ▲/▼: an arrow up beside a utilization drop (-10pt) read backwards.
+            word = "worse" if change.bad else "better"
             rows.append(
-                ["", "", "", f"{mark} {format_change(change.change, history.unit)}", "", ""]
+                ["", "", "", f"{format_change(change.change, history.unit)} {word}", "", ""]
             )
     return rows
 
