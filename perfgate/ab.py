@@ -188,7 +188,10 @@ def run_ab(
             arguments[BASE] = base_args
         failed_at: set[str] = set()  # sides whose sessions had failing tests
         for pair in range(pairs):
-            order = (BASE, HEAD) if pair % 2 == 0 else (HEAD, BASE)
+            # This tree first: a mistake in the arguments (a path that is nowhere, a -k
+            # that selects nothing) is said of this tree, after one session, not blamed on
+            # the base after all of them.
+            order = (HEAD, BASE) if pair % 2 == 0 else (BASE, HEAD)
             for side in order:
                 if side not in arguments:
                     continue  # the base has none of the paths asked for
@@ -225,6 +228,11 @@ def run_ab(
                     raise AbError(
                         f"the benchmarks of {what} did not run (pytest exited with "
                         f"{done.returncode}):\n{tail}"
+                    )
+                if side == HEAD and pair == 0 and not _read_records(records):
+                    raise AbError(
+                        "no perfgate benchmark ran on this tree (pytest exited with "
+                        f"{done.returncode}): nothing to compare; check the paths and -k"
                     )
     run.seconds = round(time.perf_counter() - started, 2)
     by_side = {

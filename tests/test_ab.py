@@ -110,14 +110,14 @@ def _results(path: Path) -> dict[str, Any]:
 
 
 def _check_sessions(stderr: str, project: GitRepo, out: Path, results: dict[str, Any]) -> None:
-    """Two pairs in ABBA order, the base in a worktree that is gone afterwards, the tree in
-    the repository, and every session's record holding its rounds."""
+    """Two pairs in BAAB order (this tree first), the base in a worktree that is gone
+    afterwards, the tree in the repository, and every session's record holding its rounds."""
     ran = sessions(stderr)
     assert [(pair, side) for pair, side, _ in ran] == [
-        (1, "base"),
         (1, "head"),
-        (2, "head"),
+        (1, "base"),
         (2, "base"),
+        (2, "head"),
     ], stderr
     base_trees = {checkout for _, side, checkout in ran if side == "base"}
     head_trees = {checkout for _, side, checkout in ran if side == "head"}
@@ -241,7 +241,7 @@ def test_a_benchmark_file_the_base_does_not_have_is_new_not_an_error(project: Gi
     verdicts = {run["benchmark"]: run["verdict"] for run in results["runs"]}
     assert verdicts["fresh"] == "no-baseline"
     assert verdicts["loop"] not in ("no-baseline", "error", "regression")
-    assert [side for _, side, _ in sessions(done.stderr)] == ["base", "head", "head", "base"]
+    assert [side for _, side, _ in sessions(done.stderr)] == ["head", "base", "base", "head"]
 
 
 def test_the_base_sessions_leave_out_only_test_paths_it_lacks(project: GitRepo) -> None:
@@ -390,8 +390,9 @@ def test_a_base_whose_sessions_fail_says_why_and_leaves_no_worktree(project: Git
     assert done.returncode == EXIT_ERROR, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     ran = sessions(done.stderr)
-    assert [(pair, side) for pair, side, _ in ran] == [(1, "base")]  # it stops at once
-    assert not ran[0][2].exists()
+    # This tree's first session, then the base's, which stops the run at once.
+    assert [(pair, side) for pair, side, _ in ran] == [(1, "head"), (1, "base")]
+    assert not ran[1][2].exists()
     assert len(worktrees(project)) == 1
     error = done.stderr[done.stderr.index("perfgate: error: ") :]
     assert error.startswith(
@@ -421,3 +422,25 @@ def test_an_absolute_test_path_in_the_checkout_is_made_relative(tmp_path: Path) 
         str(tmp_path / "elsewhere.py"),
     ]
     assert ab._relative_to_tree([str(top / "bench")], top, top / "bench") == ["."]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["nosuchdir/"], "the benchmarks of this tree did not run (pytest exited with 4)"),
+        (
+            ["bench", "-k", "nomatch"],
+            "no perfgate benchmark ran on this tree (pytest exited with 5): nothing to compare",
+        ),
+    ],
+)
+def test_arguments_that_run_nothing_stop_after_one_session_of_this_tree(
+    project: GitRepo, arguments: list[str], said: str
+) -> None:
+    # A path that is nowhere was blamed on the base; a -k that selects nothing ran every
+    # session of every pair before it said so.
+    done = perfgate_ab(project.path, "--base", "HEAD", "--pairs", "2", "--", *arguments)
+    assert done.returncode == EXIT_ERROR, done.stdout + done.stderr
+    assert [(pair, side) for pair, side, _ in sessions(done.stderr)] == [(1, "head")]
+    assert f"perfgate: error: {said}" in done.stderr
+    assert len(worktrees(project)) == 1
