@@ -252,6 +252,9 @@ def run_ab(
             sides[side] = merge_processes(found[0], found[1:])
         if not sides:
             run.comparisons.append(_missing_on_base(name, base_sha, ref, BASE in failed_at))
+            # What this tree measured of it stays in the results, as a no-baseline run's.
+            found = [r[name] for r in by_side[HEAD] if name in r]
+            run.records.setdefault(HEAD, {})[name] = merge_processes(found[0], found[1:])
             continue
         run.records.setdefault(BASE, {})[name] = sides[BASE]
         run.records.setdefault(HEAD, {})[name] = sides[HEAD]

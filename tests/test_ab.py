@@ -242,6 +242,10 @@ def test_a_benchmark_file_the_base_does_not_have_is_new_not_an_error(project: Gi
     assert verdicts["fresh"] == "no-baseline"
     assert verdicts["loop"] not in ("no-baseline", "error", "regression")
     assert [side for _, side, _ in sessions(done.stderr)] == ["head", "base", "base", "head"]
+    # What this tree measured of the new one is kept (it was an empty record, env "ab").
+    [fresh] = [run for run in results["runs"] if run["benchmark"] == "fresh"]
+    assert fresh["env"].startswith("cpu-")
+    assert sorted(set(fresh["timing"]["process"])) == [0, 1]
 
 
 def test_the_base_sessions_leave_out_only_test_paths_it_lacks(project: GitRepo) -> None:
