@@ -443,12 +443,18 @@ def history_along_main(
     candidates = main_line_candidates(repo_dir, settings.baseline.branch, depth)
     rule = settings.rules_for(benchmark).metrics[metric]
     found = history(store_root(repo_dir, settings), benchmark, env, candidates, limit=depth)
-    points = [
-        point
-        for f in reversed(found)
-        if (point := point_of(f.record, rule.metric, f.candidate.sha, f.candidate.distance))
-        is not None
-    ]
+    # A baseline recorded from a profile has no timed rounds: its step times are the
+    # profiled steps', slower by the profiler's cost. Among timed ones it would make a
+    # change point of its own; it is left out, and so is one without the metric, saying so.
+    timed_only = rule.metric == "step_time_us" and any(f.record.get("timing") for f in found)
+    points, untimed, valueless = [], 0, 0
+    for f in reversed(found):
+        if timed_only and not f.record.get("timing"):
+            untimed += 1
+        elif point := point_of(f.record, rule.metric, f.candidate.sha, f.candidate.distance):
+            points.append(point)
+        else:
+            valueless += 1
     # How far was looked: a baseline further back is not "none".
     looked_at = (
         f"on the main line within the {len(candidates)} commit(s) looked at (--max-depth {depth})"
@@ -458,4 +464,15 @@ def history_along_main(
             f"with {metric} {looked_at}: the {len(found)} found there hold none (recorded "
             "without a profiler, or by one that does not measure it)"
         )
-    return analyse(points, rule, benchmark=benchmark, env=env, looked_at=looked_at)
+    found_history = analyse(points, rule, benchmark=benchmark, env=env, looked_at=looked_at)
+    left_out = []
+    if untimed:
+        left_out.append(
+            f"{untimed} baseline(s) without timed rounds left out (recorded from a profile: "
+            "their step times are the profiled steps', slower by the profiler's cost)"
+        )
+    if valueless and points:
+        left_out.append(f"{valueless} baseline(s) without {metric} values left out")
+    if left_out:
+        found_history.note = "; ".join(filter(None, [found_history.note, *left_out]))
+    return found_history

@@ -216,3 +216,26 @@ def test_no_baseline_within_the_depth_says_how_far_it_looked(
     assert main(["history", "mlp", "--repo", repo, "--format", "json"]) == 0
     (only,) = json.loads(capsys.readouterr().out)["histories"]
     assert len(only["points"]) == 1
+
+
+def test_a_baseline_without_timed_rounds_is_left_out_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One baseline recorded from a profile (`baseline update --from PROFILE`: no timed
+    # rounds, its step times the profiled steps', 30% slower here) among timed ones made
+    # phantom change points (up, then down) on the step time.
+    centres: list[float | None] = [100_000.0] * 12
+    shas = main_line_repo(tmp_path, centres)
+    [profiled] = (tmp_path / "baselines" / "mlp" / "cpu-x86_64").glob(f"{shas[6]}.json")
+    record = json.loads(profiled.read_text())
+    del record["timing"]
+    record["samples"]["step_time_us"] = [130_000.0] * 5
+    profiled.write_text(json.dumps(record))
+    assert main(["history", "mlp", "--repo", str(tmp_path), "--format", "json"]) == 0
+    [history] = json.loads(capsys.readouterr().out)["histories"]
+    assert history["change_points"] == []
+    assert [p["commit"] for p in history["points"]] == [s for s in shas if s != shas[6]]
+    assert history["note"] == (
+        "1 baseline(s) without timed rounds left out (recorded from a profile: their step "
+        "times are the profiled steps', slower by the profiler's cost)"
+    )
