@@ -18,7 +18,7 @@ from perfgate.errors import Interrupted, PerfgateError, StoreError
 from perfgate.records import BASELINE_FORMAT, BASELINE_FORMAT_VERSION, RunRecord
 from perfgate.rules import Rules, Settings
 from perfgate.store.baselines import history, prepare_baseline, stored_envs, write_prepared
-from perfgate.store.git import Walk, baseline_walk, current_commit
+from perfgate.store.git import Walk, baseline_walk, current_commit, stores_holding
 from perfgate.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -269,6 +269,7 @@ def measured(record: RunRecord) -> dict[str, float | int | None]:
 # How a no-baseline verdict says that the benchmark's baselines are another runner's: the
 # terminal summary repeats it (the rest of the notes are in the reports).
 OTHER_ENVIRONMENTS = "exist for other runner environments"
+OTHER_STORES = "exist in another store of this repository"
 
 
 def _no_baseline(
@@ -309,6 +310,18 @@ def _no_baseline(
         comparison.notes.append(
             f"baselines of {name!r} {OTHER_ENVIRONMENTS}: "
             f"{', '.join(other_envs)} (this runner is {env!r}; set baseline.env to share one)"
+        )
+        return comparison
+    here = root.resolve()
+    others = [s for s in stores_holding(root, name) if s.resolve() != here]
+    if others:
+        # A perfgate.yaml in a subfolder is taken when pytest starts at or below it: started
+        # elsewhere, the run reads another store and passed as no-baseline without a word.
+        comparison.notes.append(
+            f"baselines of {name!r} {OTHER_STORES}: {', '.join(str(s) for s in others)} "
+            f"(this run's store is {root}: perfgate takes the settings and store of the "
+            "nearest folder with a perfgate.yaml at or above where pytest starts; start it "
+            "there, or give --perfgate-config and baseline.dir)"
         )
     return comparison
 

@@ -1437,3 +1437,28 @@ def test_collect_only_starts_no_measuring_process(project: pytest.Pytester) -> N
     assert result.ret == 0
     assert "measuring in process" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*<Function test_matmul>*"])
+
+
+def test_baselines_in_another_folders_store_are_named_not_passed_over_silently(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bench/ has its own perfgate.yaml and store, recorded from inside bench/. Started at
+    # the top, pytest reads the top's (empty) store: "no baseline", exit 0, not a word of
+    # the baselines one folder down.
+    repo = GitRepo(pytester.path)
+    repo.write("bench/perfgate.yaml", "statistics: {processes: 1}\n")
+    repo.write("bench/test_loop.py", LOOP)
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    repo.commit("benchmarks in bench/")
+    monkeypatch.chdir(pytester.path / "bench")
+    args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
+    assert (pytester.path / "bench" / "baselines" / "loop").is_dir()
+    repo.commit("baselines")
+    monkeypatch.chdir(pytester.path)
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1)
+    store = pytester.path / "bench" / "baselines"
+    result.stdout.fnmatch_lines(
+        [f"baselines of 'loop' exist in another store of this repository: {store} (this run's *"]
+    )

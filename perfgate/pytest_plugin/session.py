@@ -461,12 +461,13 @@ class PerfgateSession:
                 "no baseline yet for some benchmarks on this runner: record them with "
                 "`pytest --perfgate --perfgate-update` (on the baseline branch, clean tree)"
             )
-            from perfgate.gate import OTHER_ENVIRONMENTS
+            from perfgate.gate import OTHER_ENVIRONMENTS, OTHER_STORES
 
-            for result in self.results:  # another runner's baselines: a likely mistake
+            for result in self.results:  # another runner's or store's baselines: a mistake
                 notes = result.comparison.notes if result.comparison is not None else []
-                for note in (n for n in notes if OTHER_ENVIRONMENTS in n):
-                    write(note)
+                for note in notes:
+                    if OTHER_ENVIRONMENTS in note or OTHER_STORES in note:
+                        write(note)
 
 
 def _say_too(kept: BenchmarkResult, other: BenchmarkResult) -> None:

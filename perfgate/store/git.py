@@ -185,6 +185,25 @@ def work_tree(folder: Path) -> Path | None:
     return Path(top).resolve() if top else None
 
 
+def stores_holding(folder: Path, benchmark: str) -> list[Path]:
+    """The folders of the repository holding ``folder`` whose committed files include
+    baselines of ``benchmark`` (``<store>/<benchmark>/<env>/<sha>.json``): where a store
+    kept beside another perfgate.yaml is. Empty outside git or when git cannot say."""
+    existing = folder.resolve()
+    while not existing.exists() and existing != existing.parent:  # a store not made yet
+        existing = existing.parent
+    top = work_tree(existing)
+    if top is None:
+        return []
+    try:
+        with _git_module().Repo(top) as repo:
+            listed = str(repo.git.ls_files("-z", "--", f":(glob)**/{benchmark}/*/*.json"))
+    except Exception:  # a hint, never a failure of its own
+        return []
+    stores = {(top / name).parent.parent.parent for name in listed.split("\0") if name}
+    return sorted(stores)
+
+
 # Where the default branch is looked for, in order, after origin/HEAD.
 _USUAL_DEFAULTS = ("main", "master")
 
