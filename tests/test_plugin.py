@@ -1462,3 +1462,14 @@ def test_baselines_in_another_folders_store_are_named_not_passed_over_silently(
     result.stdout.fnmatch_lines(
         [f"baselines of 'loop' exist in another store of this repository: {store} (this run's *"]
     )
+
+
+def test_outside_git_the_hint_says_to_commit_first(pytester: pytest.Pytester) -> None:
+    # It said "record them with --perfgate-update", which refuses exactly there.
+    pytester.makepyfile(test_loop=LOOP)
+    result = pytester.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["no baselines without a commit: baselines are kept by git *"])
+    assert "no baseline yet for some benchmarks" not in result.stdout.str()

@@ -456,6 +456,13 @@ class PerfgateSession:
                 "found, so the gate is off; fetch the whole history (`fetch-depth: 0` on "
                 "actions/checkout, or `git fetch --unshallow`)"
             )
+        elif any(r.verdict is Verdict.NO_BASELINE for r in self.results) and not self.commit:
+            # --perfgate-update would refuse: baselines are kept by commit.
+            write(
+                "no baselines without a commit: baselines are kept by git commit, and this "
+                "project has none yet (commit it, then record them with `pytest --perfgate "
+                "--perfgate-update`)"
+            )
         elif any(r.verdict is Verdict.NO_BASELINE for r in self.results):
             write(
                 "no baseline yet for some benchmarks on this runner: record them with "
