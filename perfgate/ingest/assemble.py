@@ -89,7 +89,9 @@ def assemble(
     overrides = dict(metadata or {})
     all_notes = _unique([*notes, *(n for p in parts for n in p.notes)])
     merged = _merge_metadata([p.metadata for p in parts], set(overrides), all_notes)
-    tasks = concat_frames([p.tasks for p in parts], empty_tasks())
+    tasks = _without_repeated_tasks(
+        concat_frames([p.tasks for p in parts], empty_tasks()), all_notes
+    )
     steps = concat_frames([p.steps for p in parts], empty_steps())
     if tasks.empty and steps.empty and if_empty is not None:
         raise if_empty
@@ -121,6 +123,35 @@ def assemble(
     if profile.steps.empty and NO_STEP_MARKS_NOTE not in all_notes:
         all_notes.append(NO_STEP_MARKS_NOTE)
     return profile
+
+
+# What makes two rows of one profile the same task: a row written twice (msprof-analyze's
+# advisor data repeats a MatMulV3 row four times; a fused kernel is listed under two names).
+_SAME_TASK = ["rank", "stream", "task_id", "start_us", "dur_us"]
+
+
+def _without_repeated_tasks(tasks: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """``tasks`` with each task once: a row that repeats an earlier one's rank, stream, task
+    id, start and duration (all known) is the same task, whatever its name. Between two files
+    the readers match tasks themselves (:func:`perfgate.ingest.common.tasks_not_in`); this is
+    the same task twice within what they read, which counted twice in the operator table
+    (calls per step, µs per step) while the metrics, interval unions, counted it once."""
+    if tasks.empty or not set(_SAME_TASK) <= set(tasks.columns):
+        return tasks
+    # Only rows sharing a start with another row can repeat one: those are compared.
+    shares_start = tasks["start_us"].duplicated(keep=False).to_numpy()
+    if not shares_start.any():
+        return tasks
+    candidates = tasks.loc[shares_start, _SAME_TASK]
+    repeated = np.zeros(len(tasks), dtype=bool)
+    repeated[shares_start] = (candidates.notna().all(axis=1) & candidates.duplicated()).to_numpy()
+    if not repeated.any():
+        return tasks
+    notes.append(
+        f"{int(repeated.sum())} task row(s) repeat an earlier row's stream, task id, start and "
+        "duration: each task counted once"
+    )
+    return tasks.loc[~repeated].reset_index(drop=True)
 
 
 # A step's tasks may keep the device busy this much longer than the profiler says the step
