@@ -361,6 +361,24 @@ def test_a_truncated_op_summary_names_file_and_column(tmp_path: Path) -> None:
     assert OP_SUMMARY.name in message and "'Task Duration(us)'" in message
 
 
+def test_a_task_time_cut_inside_its_last_cell_is_refused(tmp_path: Path) -> None:
+    # Cut inside the last row's last time cell (a killed writer): every cell is there, so it
+    # read as complete — and a cut a third of the way in read 0 copies, an "improvement".
+    folder = copy_prof(tmp_path / PROF.name) / "mindstudio_profiler_output"
+    data = TASK_TIME.read_bytes()
+    last_cell = data.rstrip(b"\t\n").rindex(b",") + 1
+    (folder / TASK_TIME.name).write_bytes(data[: last_cell + 7])  # "1780676" of the stamp
+    with pytest.raises(ProfileError) as error:
+        msprof.read(folder)
+    message = str(error.value)
+    assert message.startswith(f"{folder / TASK_TIME.name}: its last line has no line break")
+    assert "cell 8 ('1780676') lacks the TAB that ends the time cells" in message
+    assert message.endswith("the file looks truncated (expected an msprof task_time CSV)")
+    # The same file whole but for its final line break reads as before.
+    (folder / TASK_TIME.name).write_bytes(data.rstrip(b"\n"))
+    assert len(msprof.read(folder).tasks) == len(msprof.read(PROF).tasks)
+
+
 def test_an_op_summary_without_task_duration_names_the_column(tmp_path: Path) -> None:
     folder = copy_prof(tmp_path / PROF.name) / "mindstudio_profiler_output"
     target = folder / OP_SUMMARY.name

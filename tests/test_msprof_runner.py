@@ -294,7 +294,7 @@ def test_a_failing_command_is_an_error_naming_its_exit_code_though_msprof_exits_
     with pytest.raises(PerfgateError) as caught:
         run_under_msprof(command, tmp_path / "out", env=npu_env(tmp_path))
     message = str(caught.value)
-    assert "exit code 3" in message
+    assert "(it exited with 3)" in message
     assert shlex.join(command) in message
     assert "boom" in message  # the end of the log
     assert "\n" not in message
@@ -317,7 +317,7 @@ def test_an_option_msprof_rejects_is_an_error_with_msprofs_exit_code_and_complai
             env=npu_env(tmp_path),
         )
     message = str(caught.value)
-    assert "msprof failed (exit code 255)" in message
+    assert "msprof failed (it exited with 255)" in message
     assert "msprof: unrecognized option '--bogus=1'" in message
     assert str(tmp_path / "out" / "msprof.log") in message
 
@@ -325,7 +325,7 @@ def test_an_option_msprof_rejects_is_an_error_with_msprofs_exit_code_and_complai
 def test_a_workload_that_never_used_the_npu_is_msprofs_no_profiling_data_error(
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(PerfgateError, match=r"exit code 255.*Failed to find profiling data"):
+    with pytest.raises(PerfgateError, match=r"exited with 255.*Failed to find profiling data"):
         run_under_msprof(TRAIN_COMMAND, tmp_path / "out", env=npu_env(tmp_path, workload=None))
 
 
@@ -634,3 +634,69 @@ def test_read_step_marks_names_the_file_and_line_of_a_bad_mark(
         read_step_marks(marks)
     assert str(caught.value).startswith(f"{marks}:2: ")
     assert problem in str(caught.value)
+
+
+# ----------------------------------------------------------------------------- timed rounds
+
+
+def _timed(argv: list[str], out: Path, timeout: float | None = 30) -> list[float]:
+    from perfgate.profilers.measure import marked_step_times
+
+    return marked_step_times(argv, out, dict(os.environ), None, timeout)
+
+
+def test_a_command_that_is_not_executable_is_one_line(tmp_path: Path) -> None:
+    # A PermissionError traceback before.
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    with pytest.raises(PerfgateError) as error:
+        _timed([str(script)], tmp_path)
+    assert str(error.value) == (
+        f"{script}: permission denied: make it executable (chmod +x), or run it with its "
+        f"interpreter ([sys.executable, {str(script)!r}, ...])"
+    )
+
+
+def test_a_command_killed_by_a_signal_says_which(tmp_path: Path) -> None:
+    # "exited with -11: " (a bare number, then nothing) before.
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    with pytest.raises(PerfgateError) as error:
+        _timed([sys.executable, "-c", crash], tmp_path)
+    assert str(error.value).endswith("was killed by signal 11 (SIGSEGV)")
+
+
+def test_a_timeout_stops_the_command_and_what_it_started(tmp_path: Path) -> None:
+    # The command was killed, its children (DataLoader workers, ranks) lived on.
+    child_pid = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(child_pid)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(PerfgateError, match="ran past its timeout of 3 s and was stopped"):
+        _timed([sys.executable, "-c", script], tmp_path, timeout=3)
+    assert time.monotonic() - started < 30
+    pid = int(child_pid.read_text())
+    for _ in range(50):  # the kill is delivered; the zombie is reaped by init
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/stat").is_file() and ") Z " in Path(f"/proc/{pid}/stat").read_text():
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        pytest.fail(f"the command's child {pid} outlived its timeout")
+
+
+def test_a_profile_folder_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    # An OSError traceback from unlinking the stale step marks before.
+    out = tmp_path / "profiles"
+    out.mkdir()
+    (out / "timed_step_marks.jsonl").mkdir()  # in the way, and no file to unlink
+    with pytest.raises(PerfgateError) as error:
+        _timed([sys.executable, "-c", "pass"], out)
+    assert str(error.value).startswith(f"{out}: cannot write the step marks there (")

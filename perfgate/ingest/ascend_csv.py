@@ -168,15 +168,28 @@ def _check_last_line(path: Path, cells: int, what: str) -> None:
         return  # the reading names it
     if not tail or tail.endswith((b"\n", b"\r")) or b"\n" not in tail:
         return  # complete, or the header alone, or a last line too long to judge
-    last = tail.rsplit(b"\n", 1)[1].decode("utf-8", "replace")
-    found = len(next(csv.reader([last]), []))
-    if found < cells:
+    lines = tail.rsplit(b"\n", 2)
+    last = next(csv.reader([lines[-1].decode("utf-8", "replace")]), [])
+    if len(last) < cells:
         raise ProfileError(
             path,
-            f"its last line has {found} of the header's {cells} cells and no line break: "
+            f"its last line has {len(last)} of the header's {cells} cells and no line break: "
             "the file looks truncated",
             expected=what,
         )
+    # Cut inside its last cell, the line has every cell. msprof ends each time cell with a
+    # TAB (so that a spreadsheet keeps its digits): a time cell of the row before that ends
+    # with one, where the last line's does not, was cut (a task_time cut so read 0 copies).
+    before = lines[-2].rstrip(b"\r").decode("utf-8", "replace") if len(lines) == 3 else ""
+    for column, (above, cell) in enumerate(zip(next(csv.reader([before]), []), last)):
+        if above.endswith("\t") and not cell.endswith("\t"):
+            raise ProfileError(
+                path,
+                f"its last line has no line break and its cell {column + 1} ({cell!r}) lacks "
+                "the TAB that ends the time cells of the row before it: the file looks "
+                "truncated",
+                expected=what,
+            )
 
 
 def read_csv_columns(

@@ -349,28 +349,54 @@ def marked_step_times(
     """Run ``argv`` (which marks its steps with :func:`perfgate.marks.step`) and return the
     wall time of each step it marked, warm-up steps left out, in µs."""
     from perfgate.marks import STEP_MARKS_ENV, read_step_marks
+    from perfgate.profilers.msprof import exit_text, kill_group
 
     # Not the msprof run's step_marks.jsonl, which the kept profile reads its steps from.
     marks = out / "timed_step_marks.jsonl"
-    marks.unlink(missing_ok=True)
-    child_env = {**env, STEP_MARKS_ENV: str(marks)}
     try:
-        done = subprocess.run(
+        marks.unlink(missing_ok=True)
+    except OSError as exc:
+        raise PerfgateError(
+            f"{out}: cannot write the step marks there ({exc.strerror or exc}); give "
+            "--perfgate-out a folder this runner can write"
+        ) from None
+    child_env = {**env, STEP_MARKS_ENV: str(marks)}
+    shown = " ".join(argv)
+    try:
+        # A session of its own: a timeout stops the command and everything it started
+        # (DataLoader workers, torchrun's ranks), not the command alone.
+        proc = subprocess.Popen(
             argv,
             cwd=cwd,
             env=child_env,
-            timeout=timeout,
-            check=False,
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise PerfgateError(f"{argv[0]}: command not found") from None
+    except PermissionError:
+        raise PerfgateError(
+            f"{argv[0]}: permission denied: make it executable (chmod +x), or run it with "
+            f"its interpreter ([sys.executable, {argv[0]!r}, ...])"
+        ) from None
+    except OSError as exc:
+        raise PerfgateError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise PerfgateError(f"{' '.join(argv)} ran past its timeout of {timeout:g} s") from None
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise PerfgateError(f"{' '.join(argv)} exited with {done.returncode}: {tail}")
+        kill_group(proc)
+        raise PerfgateError(
+            f"{shown} ran past its timeout of {timeout:g} s and was stopped, with every "
+            "process it started"
+        ) from None
+    except BaseException:
+        kill_group(proc)
+        raise
+    if proc.returncode != 0:
+        tail = "\n".join(stderr.strip().splitlines()[-5:])
+        raise PerfgateError(f"{shown} {exit_text(proc.returncode)}" + (f": {tail}" if tail else ""))
     if not marks.exists():
         raise PerfgateError(
             f"{' '.join(argv)} marked no steps: wrap each step in `with perfgate.marks.step(i):`"

@@ -113,13 +113,20 @@ def run_under_msprof(
     base_env = dict(os.environ if env is None else env)
     msprof = check_msprof_environment(base_env)
     out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    before = set(_prof_dirs(out))
     marks = out / MARKS_FILE
     status = out / EXIT_STATUS_FILE
     log = out / LOG_FILE
-    for stale in (marks, status):
-        stale.unlink(missing_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in (marks, status):
+            stale.unlink(missing_ok=True)
+        log.touch()
+    except OSError as exc:
+        raise PerfgateError(
+            f"{out}: cannot write msprof's output there ({exc.strerror or exc}); give "
+            "--perfgate-out a folder this runner can write"
+        ) from None
+    before = set(_prof_dirs(out))
     wrapped = [
         sys.executable,
         "-m",
@@ -138,12 +145,12 @@ def run_under_msprof(
     app_status = _read_status(status)
     if app_status not in (None, 0):
         raise PerfgateError(
-            f"the profiled command failed (exit code {app_status}): {shown}; "
+            f"the profiled command failed (it {exit_text(app_status)}): {shown}; "
             f"end of {log}: {_log_tail(log)}"
         )
     if returncode != 0:
         raise PerfgateError(
-            f"msprof failed (exit code {returncode}) profiling: {shown}; "
+            f"msprof failed (it {exit_text(returncode)}) profiling: {shown}; "
             f"end of {log}: {_log_tail(log)}"
         )
     if app_status is None:
@@ -179,17 +186,28 @@ def _run(
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         raise PerfgateError(
             f"msprof run timed out after {timeout:g} s and was stopped: {shown}; "
             f"end of {log}: {_log_tail(log)}"
         ) from None
     except BaseException:
-        _kill_group(proc)
+        kill_group(proc)
         raise
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def exit_text(code: int) -> str:
+    """``exited with 3``, or ``was killed by signal 11 (SIGSEGV)`` for a negative status."""
+    if code >= 0:
+        return f"exited with {code}"
+    try:
+        name = f" ({signal.Signals(-code).name})"
+    except ValueError:
+        name = ""
+    return f"was killed by signal {-code}{name}"
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
     """Stop msprof and everything it started: TERM, a grace period, then KILL for stragglers."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
