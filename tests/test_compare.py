@@ -973,3 +973,22 @@ def test_the_figures_shown_agree_with_the_change_when_the_look_back_judged() -> 
     markdown = render_markdown([comparison])
     assert "99.829 ms" in markdown and "97.176 ms" not in markdown
     assert _metric_rows(comparison)[0]["baseline"] == "99.829 ms"  # the HTML report's row
+
+
+def test_a_profile_without_step_marks_is_not_set_against_steps() -> None:
+    # A PROF_* folder given without the step marks beside it is one window of every step:
+    # against a baseline of steps it read +1285% step time, a regression with p=2e-24.
+    from perfgate.model import NO_STEP_MARKS_NOTE
+
+    baseline, current = _real_pair()
+    one_window: Any = {**current, "notes": [*current.get("notes", []), NO_STEP_MARKS_NOTE]}
+    comparison = compare_runs(baseline, one_window, default_rules())
+    assert comparison.verdict is Verdict.INCOMPARABLE
+    [reason] = verdict_reasons(comparison)
+    assert reason.startswith(
+        "input_pipeline: incomparable: the current has no step marks, so its whole profile is "
+        "one window"
+    )
+    # Both one window (two whole runs): compared as before.
+    both: Any = {**baseline, "notes": [*baseline.get("notes", []), NO_STEP_MARKS_NOTE]}
+    assert compare_runs(both, one_window, default_rules()).verdict is Verdict.REGRESSION

@@ -74,6 +74,7 @@ from perfgate.analysis.statistics import (
 )
 from perfgate.analysis.summary import side_summary
 from perfgate.errors import clipped
+from perfgate.model import NO_STEP_MARKS_NOTE
 from perfgate.records import OperatorEntry, RunRecord
 from perfgate.rules import MetricRule, OperatorRule, Rules, Statistics, Threshold, Unit
 from perfgate.verdict import MetricStatus, Verdict
@@ -1163,7 +1164,9 @@ def compare_runs(
             f"step time: the profiled steps of both sides (the {untimed[0]} side is a "
             "profile, without timed rounds)"
         )
-    another_test = _another_test(baseline, current, comparison)
+    another_test = _another_test(baseline, current, comparison) or _one_window_side(
+        baseline, current
+    )
     changed = parameter_differences(
         baseline.get("parameters") or {}, current.get("parameters") or {}
     )
@@ -1253,6 +1256,25 @@ def compare_runs(
 
 
 ANOTHER_TEST = "incomparable: the baseline was measured by another test"
+
+
+def _one_window_side(baseline: RunRecord, current: RunRecord) -> str | None:
+    """Why one side, a profile without step marks analysed as one window (every step and
+    the time between them), cannot be set against the other's steps; None when both or
+    neither are. A PROF_* folder given without its step marks read +1285% as a regression."""
+    one_window = [
+        side
+        for side, record in (("baseline", baseline), ("current", current))
+        if NO_STEP_MARKS_NOTE in (record.get("notes") or [])
+    ]
+    if len(one_window) != 1:
+        return None
+    return (
+        f"incomparable: the {one_window[0]} has no step marks, so its whole profile is one "
+        "window (every step and the time between them), where the other side is measured "
+        "per step; give a profile that marks its steps (the folder holding step_marks.jsonl "
+        "beside PROF_*, a trace with ProfilerStep#, msprof's step trace)"
+    )
 
 
 def _another_test(baseline: RunRecord, current: RunRecord, comparison: Comparison) -> str | None:
