@@ -275,6 +275,7 @@ def test_comparing_the_results_file_again_reaches_the_plugins_verdict(
     # that decided live in the test and the session, not in the settings: `perfgate compare`
     # of the results file judged with the configured +60% and all of α (0.01).
     project.makepyfile(test_marked=MARKED)
+    _commit_all(project.path, "a marked benchmark")  # a baseline of HEAD measures HEAD's file
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", "test_marked.py")
     project.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
     _commit_all(project.path, "perfgate: baselines")
@@ -1473,3 +1474,29 @@ def test_outside_git_the_hint_says_to_commit_first(pytester: pytest.Pytester) ->
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["no baselines without a commit: baselines are kept by git *"])
     assert "no baseline yet for some benchmarks" not in result.stdout.str()
+
+
+def test_update_refuses_a_benchmark_file_that_head_does_not_hold(
+    pytester: pytest.Pytester,
+) -> None:
+    # git leaves untracked files out of "dirty": a new test file's benchmark was recorded
+    # as a baseline of HEAD, which has no such benchmark.
+    repo = GitRepo(pytester.path)
+    repo.write("perfgate.yaml", "statistics: {processes: 1}\n")
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    repo.write("test_loop.py", LOOP)
+    repo.commit("one benchmark")
+    repo.write("test_new.py", LOOP.replace("def test_loop", "def test_fresh"))
+    args = ("--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_new.py is not in HEAD (a new file, not committed): its baseline would be "
+            "recorded as HEAD's; commit it first, or pass --perfgate-allow-dirty*"
+        ]
+    )
+    assert sorted(p.name for p in (pytester.path / "baselines").iterdir()) == ["loop"]
+    result = pytester.runpytest_subprocess(*args, "--perfgate-allow-dirty")
+    result.assert_outcomes(passed=2)
+    assert sorted(p.name for p in (pytester.path / "baselines").iterdir()) == ["fresh", "loop"]

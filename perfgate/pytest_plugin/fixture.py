@@ -53,6 +53,8 @@ class Benchmark:
             check_name(self.name, "benchmark")
             session.register_name(self.name, node.nodeid)
             self.rules = self._rules(options.get("thresholds"))
+            if session.update and not session.allow_dirty and not session.measure_only:
+                _check_committed(Path(str(node.path)))
         except PerfgateError as exc:
             problem = f"{node.nodeid}: {exc}"
             session.keep_refusal(self.name, problem, node.nodeid)  # the summary must say it
@@ -556,6 +558,18 @@ class Benchmark:
         results.append(result)
         self.result = result
         return result
+
+
+def _check_committed(test_file: Path) -> None:
+    """--perfgate-update records HEAD's baselines: a test file HEAD does not hold (new, not
+    committed yet: git's dirtiness leaves untracked files out) would be recorded as HEAD's."""
+    from perfgate.store.git import in_head
+
+    if in_head(test_file) is False:
+        raise PerfgateError(
+            f"{test_file.name} is not in HEAD (a new file, not committed): its baseline would "
+            "be recorded as HEAD's; commit it first, or pass --perfgate-allow-dirty"
+        )
 
 
 def unmeasured_result(session: PerfgateSession, name: str, reason: str) -> BenchmarkResult:

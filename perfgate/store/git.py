@@ -277,6 +277,20 @@ def _dirty(repo: Any, store: Path | None) -> bool:
     return False
 
 
+def in_head(path: Path) -> bool | None:
+    """Whether HEAD holds the file ``path``; None outside git or when git cannot say."""
+    top = work_tree(path.parent)
+    if top is None:
+        return None
+    try:
+        with _git_module().Repo(top) as repo:
+            relative = path.resolve().relative_to(top).as_posix()
+            listed = str(repo.git.ls_tree("--name-only", "HEAD", "--", f":(literal){relative}"))
+    except Exception:  # a check of convenience: git's silence is not a refusal
+        return None
+    return bool(listed.strip())
+
+
 def resolve(repo_dir: Path, ref: str) -> str:
     """The full sha of the commit that ``ref`` (branch, tag, sha, ``HEAD~2``…) names."""
     with _open(repo_dir) as repo:
