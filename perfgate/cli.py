@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from perfgate import __version__
 from perfgate.errors import PerfgateError, os_error_line
-from perfgate.options import add_config_option, add_gate_options, given, positive_int
+from perfgate.options import add_config_option, add_gate_options, given, positive_int, whole_number
 from perfgate.rules import METRICS
 from perfgate.verdict import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
@@ -334,13 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _pairs(text: str) -> int:
     """``--pairs``: an A/B run needs two pairs to measure the noise between them."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 2 or more (an A/B run needs 2 pairs)")
-    return value
+    return whole_number(text, 2, " (an A/B run needs 2 pairs)")
 
 
 def _settings(args: argparse.Namespace) -> Settings:

@@ -26,15 +26,21 @@ def profiler_name(value: str) -> str:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: a whole number of 1 or more."""
+def whole_number(text: str, minimum: int = 1, why: str = "") -> int:
+    """A whole number of ``minimum`` or more from an argument (``why``: said after a number
+    too small), or an ``argparse`` error."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} must be {minimum} or more{why}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: a whole number of 1 or more."""
+    return whole_number(text)
 
 
 def given(what: str, *, has_default: bool = True) -> Any:
