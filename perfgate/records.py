@@ -524,6 +524,12 @@ def validate_results(value: object, where: str) -> ResultsDocument:
                 f"{where}: runs[{index}]: verdict {said!r} differs from its comparison's "
                 f"{judged!r} (expected a results file as perfgate wrote it)"
             )
+        named = comparison.get("benchmark") if isinstance(comparison, dict) else None
+        if isinstance(named, str) and named != run["benchmark"]:
+            raise PerfgateError(
+                f"{where}: runs[{index}]: benchmark {run['benchmark']!r} holds the comparison "
+                f"of {named!r} (expected a results file as perfgate wrote it)"
+            )
         if run.get("commit") is None and document.get("commit"):
             run["commit"] = document["commit"]
     return document

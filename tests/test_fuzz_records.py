@@ -267,6 +267,8 @@ def test_a_record_without_a_metric_column_compares_the_rest(
         (lambda c: c["metrics"][0].update(noise="text"), "runs.0.comparison.metrics.0.noise"),
         # A unit the renderers do not know raised ValueError from format_change.
         (lambda c: c["metrics"][0].update(unit="furlongs"), "runs.0.comparison.metrics.0.unit"),
+        # A p-value that no test gives printed "<1e-300".
+        (lambda c: c["metrics"][0].update(p_value=-1), "runs.0.comparison.metrics.0.p_value"),
         (
             lambda c: c["operators"][1].update(delta_us=[1]),
             "runs.0.comparison.operators.1.delta_us",
@@ -415,3 +417,22 @@ def test_impossible_measures_in_a_results_file_are_one_line(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"perfgate: error: {damaged}: runs[0]: key '{column}.0' is ")
     assert expected in line
+
+
+def test_a_comparison_of_another_benchmark_in_a_run_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The table showed the comparison's name, the HTML page the run's: two answers.
+    document = json.loads(RESULTS.read_text(encoding="utf-8"))
+    run = document["runs"][0]
+    run["comparison"]["benchmark"] = "other"
+    results = tmp_path / "results.json"
+    _write(results, document)
+    for form in ("table", "html"):
+        assert main(["report", str(results), "--format", form]) == 2
+        captured = capsys.readouterr()
+        assert captured.err == (
+            f"perfgate: error: {results}: runs[0]: benchmark {run['benchmark']!r} holds the "
+            "comparison of 'other' (expected a results file as perfgate wrote it)\n"
+        )
+        assert not captured.out

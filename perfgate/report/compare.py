@@ -122,6 +122,11 @@ def metric_from_dict(
             f"{where}: key '{key}unit' is {judgement.unit!r} (expected "
             f"{', '.join(repr(u.value) for u in Unit)})"
         )
+    p_value = judgement.p_value
+    if p_value is not None and not 0 <= p_value <= 1:  # no test gives one outside [0, 1]
+        raise PerfgateError(
+            f"{where}: key '{key}p_value' is {p_value!r} (expected a probability, 0 to 1)"
+        )
     return judgement
 
 
