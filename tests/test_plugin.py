@@ -65,6 +65,20 @@ def _commit_all(path: Path, message: str) -> str:
     return GitRepo(path).commit(message)
 
 
+ONE_PROCESS = "statistics: {processes: 1}\n"
+
+
+def _committed_project(path: Path, files: dict[str, str], message: str) -> GitRepo:
+    """A git repository at ``path`` on main holding ``files`` and a .gitignore of perfgate's
+    output, committed."""
+    repo = GitRepo(path)
+    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
+    for name, text in files.items():
+        repo.write(name, text)
+    repo.commit(message)
+    return repo
+
+
 def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(
@@ -990,11 +1004,9 @@ def test_from_a_subfolder_the_settings_and_store_are_the_repositorys(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No pytest ini: pytest's rootdir is wherever pytest is started.
-    repo = GitRepo(pytester.path)
-    repo.write("perfgate.yaml", "statistics: {processes: 1}\n")
-    repo.write("bench/test_loop.py", LOOP)
-    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
-    repo.commit("benchmarks")
+    _committed_project(
+        pytester.path, {"perfgate.yaml": ONE_PROCESS, "bench/test_loop.py": LOOP}, "benchmarks"
+    )
     monkeypatch.chdir(pytester.path / "bench")
     result = pytester.runpytest_subprocess(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_loop.py"
@@ -1296,12 +1308,12 @@ def test_a_baseline_of_another_file_under_the_same_name_is_incomparable(
     # Two folders run apart (a CI matrix by folder): b's test_train was judged against a's
     # baseline, a false regression. The record now says which test measured it, by its
     # path in the repository (pytest's rootdir here is the folder given, a/ or b/).
-    repo = GitRepo(pytester.path)
-    repo.write("perfgate.yaml", "statistics: {processes: 1}\n")
-    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
-    repo.write("a/test_m.py", SHARD.format(size=300) + SHAPES)
-    repo.write("b/test_m2.py", SHARD.format(size=300_000))
-    repo.commit("two shards")
+    shards = {
+        "perfgate.yaml": ONE_PROCESS,
+        "a/test_m.py": SHARD.format(size=300) + SHAPES,
+        "b/test_m2.py": SHARD.format(size=300_000),
+    }
+    repo = _committed_project(pytester.path, shards, "two shards")
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
     pytester.runpytest_subprocess(*args, "--perfgate-update", "a").assert_outcomes(passed=3)
     baselines = pytester.path / "baselines"
@@ -1345,11 +1357,8 @@ def test_a_noisy_baseline_keeps_the_time_budget_and_says_so_in_every_report(
     # The re-measuring of a noisy baseline ignored statistics.max_seconds (15 rounds in each
     # process, whatever the budget), and its note reached neither the terminal nor
     # summary.md: only the baseline file said it.
-    repo = GitRepo(pytester.path)
-    repo.write("perfgate.yaml", "statistics: {processes: 1, max_cv: 1%, max_seconds: 0.3}\n")
-    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
-    repo.write("test_noisy.py", NOISY)
-    repo.commit("noisy")
+    settings = "statistics: {processes: 1, max_cv: 1%, max_seconds: 0.3}\n"
+    _committed_project(pytester.path, {"perfgate.yaml": settings, "test_noisy.py": NOISY}, "noisy")
     result = pytester.runpytest_subprocess(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider"
     )
@@ -1446,11 +1455,8 @@ def test_baselines_in_another_folders_store_are_named_not_passed_over_silently(
     # bench/ has its own perfgate.yaml and store, recorded from inside bench/. Started at
     # the top, pytest reads the top's (empty) store: "no baseline", exit 0, not a word of
     # the baselines one folder down.
-    repo = GitRepo(pytester.path)
-    repo.write("bench/perfgate.yaml", "statistics: {processes: 1}\n")
-    repo.write("bench/test_loop.py", LOOP)
-    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
-    repo.commit("benchmarks in bench/")
+    bench = {"bench/perfgate.yaml": ONE_PROCESS, "bench/test_loop.py": LOOP}
+    repo = _committed_project(pytester.path, bench, "benchmarks in bench/")
     monkeypatch.chdir(pytester.path / "bench")
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
     pytester.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
@@ -1481,11 +1487,8 @@ def test_update_refuses_a_benchmark_file_that_head_does_not_hold(
 ) -> None:
     # git leaves untracked files out of "dirty": a new test file's benchmark was recorded
     # as a baseline of HEAD, which has no such benchmark.
-    repo = GitRepo(pytester.path)
-    repo.write("perfgate.yaml", "statistics: {processes: 1}\n")
-    repo.write(".gitignore", "perfgate-out/\n__pycache__/\n")
-    repo.write("test_loop.py", LOOP)
-    repo.commit("one benchmark")
+    files = {"perfgate.yaml": ONE_PROCESS, "test_loop.py": LOOP}
+    repo = _committed_project(pytester.path, files, "one benchmark")
     repo.write("test_new.py", LOOP.replace("def test_loop", "def test_fresh"))
     args = ("--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider")
     result = pytester.runpytest_subprocess(*args)

@@ -1164,7 +1164,7 @@ def compare_runs(
             f"step time: the profiled steps of both sides (the {untimed[0]} side is a "
             "profile, without timed rounds)"
         )
-    another_test = _another_test(baseline, current, comparison) or _one_window_side(
+    incomparable_why = _another_test(baseline, current, comparison) or _one_window_side(
         baseline, current
     )
     changed = parameter_differences(
@@ -1249,8 +1249,8 @@ def compare_runs(
         stats.alpha,
     )
     comparison.verdict = _verdict(comparison, hard, one_sided)
-    if another_test and comparison.verdict is not Verdict.ERROR:
-        comparison.notes.append(another_test)
+    if incomparable_why and comparison.verdict is not Verdict.ERROR:
+        comparison.notes.append(incomparable_why)
         comparison.verdict = Verdict.INCOMPARABLE
     return comparison
 

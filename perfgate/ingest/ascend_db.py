@@ -34,6 +34,7 @@ from perfgate.ingest.categories import categorize
 from perfgate.ingest.common import (
     read_auxiliary,
     read_json_object,
+    repeated_rows,
     row_codes,
     strip_shape_quotes,
 )
@@ -930,14 +931,7 @@ def _build_tasks(
 
     # A TASK row written twice (same device, stream, task id and times) is one task.
     same_task = ["device_id", "stream_id", "task_id", "start_ns", "end_ns"]
-    # Only rows sharing a start with another row can repeat one: those are compared.
-    shares_start = raw["start_ns"].duplicated(keep=False).to_numpy()
-    repeated = pd.Series(False, index=raw.index)
-    if shares_start.any():
-        candidates = raw.loc[shares_start, same_task]
-        repeated[shares_start] = (
-            candidates.notna().all(axis=1) & candidates.duplicated()
-        ).to_numpy()
+    repeated = pd.Series(repeated_rows(raw, same_task, "start_ns"), index=raw.index)
 
     op_level_comm = len(comm_ops) > 0
     drop = parent | repeated

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate.errors import ProfileError
-from perfgate.ingest.common import concat_frames, distinct_codes
+from perfgate.ingest.common import concat_frames, distinct_codes, repeated_rows
 from perfgate.intervals import union_length_per_group
 from perfgate.marks import STEP_MARKS_NOTE, read_step_marks
 from perfgate.model import (
@@ -138,13 +138,7 @@ def _without_repeated_tasks(tasks: pd.DataFrame, notes: list[str]) -> pd.DataFra
     (calls per step, µs per step) while the metrics, interval unions, counted it once."""
     if tasks.empty or not set(_SAME_TASK) <= set(tasks.columns):
         return tasks
-    # Only rows sharing a start with another row can repeat one: those are compared.
-    shares_start = tasks["start_us"].duplicated(keep=False).to_numpy()
-    if not shares_start.any():
-        return tasks
-    candidates = tasks.loc[shares_start, _SAME_TASK]
-    repeated = np.zeros(len(tasks), dtype=bool)
-    repeated[shares_start] = (candidates.notna().all(axis=1) & candidates.duplicated()).to_numpy()
+    repeated = repeated_rows(tasks, _SAME_TASK, "start_us")
     if not repeated.any():
         return tasks
     notes.append(

@@ -347,6 +347,20 @@ def _id_text(value: Any) -> str:
     return str(value)
 
 
+def repeated_rows(table: pd.DataFrame, key: Sequence[str], start: str) -> npt.NDArray[np.bool_]:
+    """Which rows of ``table`` repeat an earlier row in every ``key`` column, all of them
+    known: a task written twice. Only rows sharing their ``start`` (one of ``key``) with
+    another row are compared, which on a million tasks leaves few."""
+    repeated = np.zeros(len(table), dtype=bool)
+    shares_start = table[start].duplicated(keep=False).to_numpy()
+    if shares_start.any():
+        candidates = table.loc[shares_start, list(key)]
+        repeated[shares_start] = (
+            candidates.notna().all(axis=1) & candidates.duplicated()
+        ).to_numpy()
+    return repeated
+
+
 def row_codes(columns: Sequence[pd.Series | npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
     """One small int64 per row (0 to rows − 1), equal where the rows are equal in every one
     of ``columns`` (a missing value equals only a missing value)."""

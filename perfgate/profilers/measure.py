@@ -399,7 +399,7 @@ def marked_step_times(
         raise PerfgateError(f"{shown} {exit_text(proc.returncode)}" + (f": {tail}" if tail else ""))
     if not marks.exists():
         raise PerfgateError(
-            f"{' '.join(argv)} marked no steps: wrap each step in `with perfgate.marks.step(i):`"
+            f"{shown} marked no steps: wrap each step in `with perfgate.marks.step(i):`"
         )
     steps = read_step_marks(marks)
     marks.unlink(missing_ok=True)

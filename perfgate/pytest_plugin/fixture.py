@@ -54,7 +54,7 @@ class Benchmark:
             session.register_name(self.name, node.nodeid)
             self.rules = self._rules(options.get("thresholds"))
             if session.update and not session.allow_dirty and not session.measure_only:
-                _check_committed(Path(str(node.path)))
+                _check_committed(Path(str(node.path)), session.repository_top)
         except PerfgateError as exc:
             problem = f"{node.nodeid}: {exc}"
             session.keep_refusal(self.name, problem, node.nodeid)  # the summary must say it
@@ -403,7 +403,6 @@ class Benchmark:
     ) -> BenchmarkResult:
         """Record this benchmark's baseline from this process and the others the session
         ran; re-measure while its rounds are too noisy, and say so if they stay that way."""
-
         session = self.session
         stats = self.rules.statistics
         noise = _round_noise(record)
@@ -560,12 +559,13 @@ class Benchmark:
         return result
 
 
-def _check_committed(test_file: Path) -> None:
+def _check_committed(test_file: Path, top: Path | None) -> None:
     """--perfgate-update records HEAD's baselines: a test file HEAD does not hold (new, not
-    committed yet: git's dirtiness leaves untracked files out) would be recorded as HEAD's."""
+    committed yet: git's dirtiness leaves untracked files out) would be recorded as HEAD's.
+    ``top``: the work tree's top (none outside git, where the update is refused already)."""
     from perfgate.store.git import in_head
 
-    if in_head(test_file) is False:
+    if top is not None and in_head(test_file, top) is False:
         raise PerfgateError(
             f"{test_file.name} is not in HEAD (a new file, not committed): its baseline would "
             "be recorded as HEAD's; commit it first, or pass --perfgate-allow-dirty"

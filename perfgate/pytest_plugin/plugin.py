@@ -177,7 +177,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if _takes_fixture(item):  # a marked plain test runs as what it is
                 item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
         return
-    from perfgate.pytest_plugin.session import item_benchmark_name
+    from perfgate.pytest_plugin.session import case_clash, item_benchmark_name
 
     # Problems fail their test at setup rather than stop the session here: an xdist worker
     # that raised in collection would crash pytest, and every worker collects every test,
@@ -200,13 +200,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         first = first_of_case.setdefault(name.lower(), name)
         if first != name:
             for item in holders:
-                item.stash[PROBLEM_KEY] = (
-                    name,
-                    f"perfgate: benchmark names {first!r} ({named[first][0].nodeid}) and "
-                    f"{name!r} ({item.nodeid}) differ only in case: on a case-insensitive file "
-                    "system (macOS, Windows) their baselines would be one folder; give one of "
-                    "them another @pytest.mark.perfgate(name=...)",
-                )
+                clash = case_clash(first, named[first][0].nodeid, name, item.nodeid)
+                item.stash[PROBLEM_KEY] = (name, f"perfgate: {clash}")
     for name, clashing in named.items():
         if len(clashing) < 2:
             continue

@@ -217,12 +217,7 @@ class PerfgateSession:
             None,
         )
         if folded is not None and self.names[folded] != nodeid:
-            raise PerfgateError(
-                f"benchmark names {folded!r} ({self.names[folded]}) and {name!r} ({nodeid}) "
-                "differ only in case: on a case-insensitive file system (macOS, Windows) their "
-                "baselines would be one folder; give one of them another "
-                "@pytest.mark.perfgate(name=...)"
-            )
+            raise PerfgateError(case_clash(folded, self.names[folded], name, nodeid))
         self.names[name] = nodeid
 
     def keep_refusal(self, name: str, reason: str, nodeid: str) -> None:
@@ -648,6 +643,15 @@ def _shown_param(value: object) -> str:
         return repr(value)
     except Exception:  # a repr that raises must not fail the benchmark
         return f"<{type(value).__name__}>"
+
+
+def case_clash(first: str, first_test: str, name: str, test: str) -> str:
+    """Why benchmark ``name`` of ``test`` is refused beside ``first`` of ``first_test``."""
+    return (
+        f"benchmark names {first!r} ({first_test}) and {name!r} ({test}) differ only in case: "
+        "on a case-insensitive file system (macOS, Windows) their baselines would be one "
+        "folder; give one of them another @pytest.mark.perfgate(name=...)"
+    )
 
 
 def benchmark_name(nodeid: str, originalname: str, callspec_id: str | None) -> str:

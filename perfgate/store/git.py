@@ -277,11 +277,9 @@ def _dirty(repo: Any, store: Path | None) -> bool:
     return False
 
 
-def in_head(path: Path) -> bool | None:
-    """Whether HEAD holds the file ``path``; None outside git or when git cannot say."""
-    top = work_tree(path.parent)
-    if top is None:
-        return None
+def in_head(path: Path, top: Path) -> bool | None:
+    """Whether HEAD of the work tree at ``top`` holds the file ``path``; None when git cannot
+    say."""
     try:
         with _git_module().Repo(top) as repo:
             relative = path.resolve().relative_to(top).as_posix()
