@@ -28,7 +28,7 @@ import perfgate.action.commit_baselines as baselines_step
 import perfgate.action.fail_job as gate_step
 import perfgate.action.run_benchmarks as bench_step
 from perfgate.action import ERROR, PASS, REGRESSION, ActionError, overall_verdict, run_main
-from perfgate.action.comment import MARKER, MAX_BODY, comment_body
+from perfgate.action.comment import MARKER, MAX_BODY, comment_body, job_key
 from perfgate.action.commit_baselines import decide, with_token
 from perfgate.action.run_benchmarks import STANDARD_CANN_ENVS, cann_script, pytest_command
 from perfgate.sides import load_side
@@ -1516,6 +1516,52 @@ def test_pr_comment_is_created_once_then_updated_in_place(tmp_path: Path, api: F
     assert methods.count(("POST", f"/repos/{REPO}/issues/7/comments")) == 1
     assert methods.count(("PATCH", f"/repos/{REPO}/issues/comments/{ours[0]['id']}")) == 1
     assert {auth for _, _, auth in api.requests} == {"Bearer ghs_test_token"}
+
+
+def test_two_jobs_keep_a_comment_each_and_take_over_the_one_comment_of_before(
+    tmp_path: Path, api: FakeGitHub
+) -> None:
+    # The comment written before comments were kept per job: one marker, no job named.
+    older = api.add_comment(7, "github-actions[bot]", f"{MARKER}\n### old report", "Bot")
+    runner = Runner(tmp_path, "pull_request", pr_event(7, head_sha="d" * 40), "refs/pull/7/merge")
+    # A CUDA job and an Ascend job of one workflow: each replaced the other's report.
+    cuda = dict(GITHUB_WORKFLOW="perf", GITHUB_JOB="cuda", PERFGATE_ARTIFACT_NAME="perfgate")
+    npu = dict(GITHUB_WORKFLOW="perf", GITHUB_JOB="ascend", PERFGATE_ARTIFACT_NAME="perfgate")
+    runner.env.update(cuda)
+    assert comment_step(runner, api, "regression", REGRESSION_MD)[0] == 0
+    runner.env.update(npu)
+    status, stdout = comment_step(runner, api, "pass", "### perfgate: all 1 benchmarks pass\n")
+    assert status == 0 and "created the PR comment" in stdout, stdout
+    ours = {c["id"]: c["body"] for c in api.comments.values() if MARKER in c["body"]}
+    assert len(ours) == 2
+    # The CUDA job took the old comment over; the Ascend job wrote its own.
+    assert "<!-- perfgate-job: perf / cuda / perfgate -->" in ours[older]
+    assert "❌ perfgate: performance regression" in ours[older]
+    assert "job `perf / cuda / perfgate`" in ours[older]
+    (ascend,) = set(ours) - {older}
+    assert "<!-- perfgate-job: perf / ascend / perfgate -->" in ours[ascend]
+    assert "✅ perfgate: no regression" in ours[ascend]
+    # The next run of each job updates its own comment and leaves the other's.
+    runner.env.update(cuda)
+    status, stdout = comment_step(runner, api, "pass", "### perfgate: all 1 benchmarks pass\n")
+    assert "updated the PR comment" in stdout
+    assert "✅ perfgate: no regression" in api.comments[older]["body"]
+    runner.env.update(npu)
+    comment_step(runner, api, "regression", REGRESSION_MD)
+    assert "❌ perfgate: performance regression" in api.comments[ascend]["body"]
+    assert "✅ perfgate: no regression" in api.comments[older]["body"]
+    assert len([c for c in api.comments.values() if MARKER in c["body"]]) == 2
+    # Matrix legs share the job id; their artifact names tell them apart.
+    runner.env.update(cuda, PERFGATE_ARTIFACT_NAME="perfgate-a100")
+    assert "created the PR comment" in comment_step(runner, api, "pass", "### all pass\n")[1]
+    assert len([c for c in api.comments.values() if MARKER in c["body"]]) == 3
+
+
+def test_a_job_name_cannot_end_the_hidden_marker() -> None:
+    body = comment_body("pass", "all pass", "a" * 40, "", job_key("x --> <b>", "j", ""))
+    marker_line = body.splitlines()[1]
+    assert marker_line == "<!-- perfgate-job: x - - b / j -->"
+    assert marker_line.count("-->") == 1
 
 
 def test_a_rerun_of_an_older_commit_leaves_the_comment_of_the_newer_one(

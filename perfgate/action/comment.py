@@ -1,13 +1,17 @@
-"""The action's PR comment: one comment per pull request, created once and then updated in
-place on every run, through the GitHub REST API. The comment to update is found again by a
-hidden marker *and* its author, which must be the token's own identity (GraphQL ``viewer``):
-a marker pasted into someone else's comment is never followed.
+"""The action's PR comment: one comment per pull request and job, created once and then
+updated in place on every run, through the GitHub REST API. The comment to update is found
+again by a hidden marker *and* its author, which must be the token's own identity (GraphQL
+``viewer``): a marker pasted into someone else's comment is never followed. A second marker
+names the job (workflow, job id, artifact name), so that two jobs that both comment (a CUDA
+and an Ascend runner) keep a comment each instead of replacing each other's.
 
 Inputs (environment): ``PERFGATE_TOKEN`` (a token that may write PR comments),
 ``PERFGATE_COMMENT`` (``always``; ``quiet``: do not create a comment while everything passes,
 but keep an existing one up to date; ``never``), ``PERFGATE_VERDICT`` and
-``PERFGATE_SUMMARY_PATH`` (the benchmark step's outputs). Runner variables: ``GITHUB_API_URL``,
-``GITHUB_REPOSITORY``, ``GITHUB_EVENT_PATH``, ``GITHUB_SERVER_URL``, ``GITHUB_RUN_ID``.
+``PERFGATE_SUMMARY_PATH`` (the benchmark step's outputs), ``PERFGATE_ARTIFACT_NAME`` (the
+action's ``artifact-name``, unique per matrix leg). Runner variables: ``GITHUB_API_URL``,
+``GITHUB_REPOSITORY``, ``GITHUB_EVENT_PATH``, ``GITHUB_SERVER_URL``, ``GITHUB_RUN_ID``,
+``GITHUB_WORKFLOW``, ``GITHUB_JOB``.
 
 A comment that cannot be written (e.g. a read-only token on a fork's pull request) is a
 warning, not a failure: the verdict, not the comment, decides the job.
@@ -38,6 +42,9 @@ from perfgate.action import (
 from perfgate.report import markdown as md
 
 MARKER = "<!-- perfgate -->"
+# The job's own marker: ``<!-- perfgate-job: workflow / job / artifact -->``. A comment with
+# MARKER and none of these was written before comments were kept per job.
+JOB_MARKER_PREFIX = "<!-- perfgate-job: "
 # GitHub refuses comment bodies over 65536 characters.
 MAX_BODY = 65_000
 PAGE_SIZE = 100
@@ -96,10 +103,14 @@ class GitHub:
         login = user.get("login") if isinstance(user, dict) else None
         return login if isinstance(login, str) and login else None
 
-    def find_comment(self, number: int, author: str) -> dict[str, Any] | None:
+    def find_comment(self, number: int, author: str, job: str) -> dict[str, Any] | None:
         """The pull request's comment that carries the marker *and* was written by
-        ``author`` (the token's own identity), if there is one. Anyone can paste the marker
-        into a comment; only the action's own comment is ever edited."""
+        ``author`` (the token's own identity) for ``job`` (:func:`job_key`), if there is one;
+        else such a comment written before comments were kept per job (it names no job), which
+        this job then takes over. Anyone can paste the marker into a comment; only the
+        action's own comment is ever edited."""
+        own_job = job_marker(job)
+        older: dict[str, Any] | None = None
         for page in range(1, MAX_PAGES + 1):
             comments = self.request(
                 "GET",
@@ -107,17 +118,22 @@ class GitHub:
                 f"?per_page={PAGE_SIZE}&page={page}",
             )
             if not isinstance(comments, list):
-                return None
+                break
             for comment in comments:
-                if not isinstance(comment, dict) or MARKER not in str(comment.get("body") or ""):
+                body = str(comment.get("body") or "") if isinstance(comment, dict) else ""
+                if MARKER not in body:
                     continue
                 user = comment.get("user")
                 login = user.get("login") if isinstance(user, dict) else None
-                if isinstance(login, str) and login.casefold() == author.casefold():
+                if not isinstance(login, str) or login.casefold() != author.casefold():
+                    continue
+                if own_job in body:
                     return comment
+                if older is None and JOB_MARKER_PREFIX not in body:
+                    older = comment
             if len(comments) < PAGE_SIZE:
-                return None
-        return None
+                break
+        return older
 
     def newer_head(self, number: int, head: str) -> str | None:
         """The pull request's head commit when it is no longer ``head`` (the event's), else
@@ -157,15 +173,31 @@ def _why(status: int, detail: str) -> str:
     return "GitHub refused the request"
 
 
-def comment_body(verdict: str, report: str, commit: str, run_url: str) -> str:
-    """The marker, a headline for the verdict, the report, and where it came from."""
+def job_key(workflow: str, job: str, artifact: str) -> str:
+    """Which job writes the comment: the workflow's name, the job's id and the artifact name
+    (matrix legs share the job id; their artifact names must differ to upload), without
+    what could end the HTML comment that carries it."""
+    key = " / ".join(part.strip() for part in (workflow, job, artifact) if part.strip())
+    return " ".join(key.replace("--", "- -").replace(">", "").replace("<", "").split())
+
+
+def job_marker(key: str) -> str:
+    """The hidden line that says which job a comment is for."""
+    return f"{JOB_MARKER_PREFIX}{key} -->"
+
+
+def comment_body(verdict: str, report: str, commit: str, run_url: str, job: str = "") -> str:
+    """The markers, a headline for the verdict, the report, and where it came from."""
     headline = HEADLINES.get(verdict, f"perfgate: {verdict or 'no verdict'}")
-    footer = f"<sub>commit {md.code(commit[:12])}" if commit else "<sub>"
+    markers = f"{MARKER}\n{job_marker(job)}"
+    footer = "<sub>" + (f"job {md.code(job)} · " if job else "")
+    footer += f"commit {md.code(commit[:12])}" if commit else ""
     footer += f" · [workflow run]({run_url})" if run_url else ""
-    footer += " · this comment is updated in place on every run</sub>"
-    budget = MAX_BODY - len(MARKER) - len(headline) - len(footer) - 20
+    footer += " · this comment is updated in place on every run of this job</sub>"
+    footer = footer.replace("<sub> · ", "<sub>")
+    budget = MAX_BODY - len(markers) - len(headline) - len(footer) - 20
     report = md.fit_report(report.strip(), budget, "the whole report is in the job summary")
-    return f"{MARKER}\n### {headline}\n\n{report}\n\n{footer}\n"
+    return f"{markers}\n### {headline}\n\n{report}\n\n{footer}\n"
 
 
 def main() -> int:
@@ -212,7 +244,10 @@ def main() -> int:
         env_input("GITHUB_RUN_ID"),
     )
     run_url = f"{server}/{repository}/actions/runs/{run_id}" if run_id else ""
-    body = comment_body(verdict, report, commit, run_url)
+    job = job_key(
+        env_input("GITHUB_WORKFLOW"), env_input("GITHUB_JOB"), env_input("PERFGATE_ARTIFACT_NAME")
+    )
+    body = comment_body(verdict, report, commit, run_url, job)
 
     api_url = env_input("GITHUB_API_URL", "https://api.github.com")
     github = GitHub(api_url, repository, token)
@@ -233,7 +268,7 @@ def main() -> int:
             "creating a new comment instead of updating one",
         )
     try:
-        existing = github.find_comment(number, author) if author else None
+        existing = github.find_comment(number, author, job) if author else None
         if existing is not None:
             result = github.update_comment(int(existing["id"]), body)
             action = "updated"
