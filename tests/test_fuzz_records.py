@@ -269,6 +269,20 @@ def test_a_record_without_a_metric_column_compares_the_rest(
         (lambda c: c["metrics"][0].update(unit="furlongs"), "runs.0.comparison.metrics.0.unit"),
         # A p-value that no test gives printed "<1e-300".
         (lambda c: c["metrics"][0].update(p_value=-1), "runs.0.comparison.metrics.0.p_value"),
+        # A limit perfgate never writes was printed as the limit ("limit banana").
+        (
+            lambda c: c["metrics"][1].update(threshold="banana"),
+            "runs.0.comparison.metrics.1.threshold",
+        ),
+        # Another unit than the change's, or the good direction's sign.
+        (
+            lambda c: c["metrics"][0].update(threshold="+3pt"),
+            "runs.0.comparison.metrics.0.threshold",
+        ),
+        (
+            lambda c: c["metrics"][0].update(threshold="-5%"),
+            "runs.0.comparison.metrics.0.threshold",
+        ),
         (
             lambda c: c["operators"][1].update(delta_us=[1]),
             "runs.0.comparison.operators.1.delta_us",

@@ -13,7 +13,9 @@ import pytest
 from perfgate.cli import main
 from perfgate.report.format import (
     format_change,
+    format_ms,
     format_p,
+    format_ratio,
     format_time,
     format_value,
     p_clause,
@@ -41,6 +43,23 @@ def test_times_and_changes_read_the_same_everywhere() -> None:
     assert format_change(0.104, Unit.RELATIVE) == "+10.4%"
     assert format_change(-0.0125, Unit.POINTS) == "-1.25pt"
     assert format_change(2000.0, Unit.MICROSECONDS) == "+2.000 ms"
+
+
+def test_absurd_magnitudes_read_in_a_few_characters() -> None:
+    # A hand-edited change of 1e300 in a results file printed a 300-digit table cell.
+    assert format_change(1e300, Unit.RELATIVE) == "+1e+302%"
+    assert format_change(-1e300, Unit.POINTS) == "-1e+302pt"
+    assert format_change(1e300, Unit.MICROSECONDS) == "+1e+297 ms"
+    assert format_time(1e300) == "1e+294 s"
+    assert format_ratio(1e300) == "1e+302%"
+    assert format_ms(1e300, signed=True) == "+1e+297"
+    # Infinity reads in its unit (it read "+inf%" for points and times too).
+    assert format_change(float("inf"), Unit.RELATIVE) == "+inf%"
+    assert format_change(float("-inf"), Unit.POINTS) == "-infpt"
+    assert format_change(float("inf"), Unit.MICROSECONDS) == "+inf ms"
+    # Below the cut, fixed places as before.
+    assert format_change(9_999_999.0, Unit.RELATIVE) == "+999999900.0%"
+    assert format_time(123_456_789.0) == "123.457 s"
 
 
 def test_template_and_parameter_lists_fold_and_long_names_are_cut_in_the_middle() -> None:

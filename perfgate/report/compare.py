@@ -15,7 +15,8 @@ from tabulate import tabulate
 
 from perfgate.analysis.advisor import Hint
 from perfgate.analysis.compare import Comparison, MetricJudgement, OperatorDelta
-from perfgate.errors import PerfgateError
+from perfgate.config import parse_threshold
+from perfgate.errors import ConfigError, PerfgateError
 from perfgate.records import COMPARISON, json_number, validated
 from perfgate.report import markdown as md
 from perfgate.report.advice import advice_block, advice_dict, advice_lines, hints_from
@@ -127,7 +128,28 @@ def metric_from_dict(
         raise PerfgateError(
             f"{where}: key '{key}p_value' is {p_value!r} (expected a probability, 0 to 1)"
         )
+    _check_threshold(judgement, where, key)
     return judgement
+
+
+def _check_threshold(judgement: MetricJudgement, where: str, key: str) -> None:
+    """The limit a report prints beside the change: the bad direction's sign and a threshold
+    in the metric's unit (``+5%``, ``-3pt``), as perfgate writes it; a hand-edited "banana"
+    was printed as the limit."""
+    text = judgement.threshold
+    sign = "+" if judgement.bad_sign > 0 else "-"
+    example = {Unit.RELATIVE.value: "5%", Unit.POINTS.value: "3pt"}.get(judgement.unit, "2ms")
+    expected = f"the bad direction's sign and a limit in {judgement.unit}, e.g. {sign}{example}"
+    try:
+        limit = parse_threshold(
+            text[1:] if text.startswith(sign) else "-",
+            key=f"{key}threshold",
+            allowed=tuple(Unit),
+        )
+    except ConfigError:
+        limit = None
+    if limit is None or limit.unit.value != judgement.unit:
+        raise PerfgateError(f"{where}: key '{key}threshold' is {text!r} (expected {expected})")
 
 
 def _operator_from_dict(o: dict[str, Any], where: str, key: str) -> OperatorDelta:

@@ -22,12 +22,26 @@ def missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+# Past this many units, a number is written with an exponent: a hand-edited 1e300 in a results
+# file read as a 300-digit cell that pushed every table off the screen.
+_HUGE = 1e9
+
+
+def _fixed(value: float, decimals: int, *, signed: bool = False) -> str:
+    """``value`` with ``decimals`` places, or in three significant digits with an exponent
+    where it is too large to read that way (``+1.23e+12``)."""
+    sign = "+" if signed else ""
+    if math.isfinite(value) and abs(value) < _HUGE:
+        return f"{value:{sign}.{decimals}f}"
+    return f"{value:{sign}.3g}"
+
+
 def format_time(us: float | None) -> str:
     """Microseconds as a readable time: ``154.484 ms``, ``50.6 µs``, ``1.204 s``."""
     if us is None or missing(us):
         return NOT_AVAILABLE
     if abs(us) >= 1e6:
-        return f"{us / 1e6:.3f} s"
+        return f"{_fixed(us / 1e6, 3)} s"
     if abs(us) >= 1e3:
         return f"{us / 1e3:.3f} ms"
     return f"{us:.1f} µs"
@@ -38,14 +52,14 @@ def format_ms(us: float | None, *, signed: bool = False) -> str:
     "ms" header."""
     if us is None or missing(us):
         return NOT_AVAILABLE
-    return f"{us / 1e3:+.3f}" if signed else f"{us / 1e3:.3f}"
+    return _fixed(us / 1e3, 3, signed=signed)
 
 
 def format_ratio(value: float | None) -> str:
     """A 0..1 ratio as a percentage: ``5.74%``."""
     if value is None or missing(value):
         return NOT_AVAILABLE
-    return f"{value * 100:.2f}%"
+    return f"{_fixed(value * 100, 2)}%"
 
 
 def is_time(metric: str) -> bool:
@@ -62,14 +76,12 @@ def format_change(change: float | None, unit: Unit | str) -> str:
     """A change in a threshold's unit: ``+10.4%`` (relative), ``+1.25pt``, ``+2.000 ms``."""
     if change is None or missing(change):
         return NOT_AVAILABLE
-    if math.isinf(change):
-        return "+inf%" if change > 0 else "-inf%"
     unit = Unit(unit)
     if unit is Unit.RELATIVE:
-        return f"{change * 100:+.1f}%"
+        return f"{_fixed(change * 100, 1, signed=True)}%"
     if unit is Unit.POINTS:
-        return f"{change * 100:+.2f}pt"
-    return f"{change / 1e3:+.3f} ms"
+        return f"{_fixed(change * 100, 2, signed=True)}pt"
+    return f"{_fixed(change / 1e3, 3, signed=True)} ms"
 
 
 def format_spread(value: float, unit: Unit | str) -> str:
