@@ -657,6 +657,58 @@ REFUSED_AS = {
 }
 
 
+MEASURED_BY_FIXTURES = """
+import pytest
+
+@pytest.fixture
+def measured_after(perfgate):
+    yield
+    perfgate.run(lambda: sum(range(2000)), steps=5, warmup=1)
+
+@pytest.fixture
+def model(perfgate):
+    yield perfgate
+
+def test_teardown_measures(measured_after):
+    pass
+
+def test_forgets_to_measure(model):
+    pass
+
+def test_skipped(model):
+    pytest.skip("needs an accelerator")
+"""
+
+
+def test_a_fixture_may_measure_in_its_teardown(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    # A yield fixture measuring after the test was refused as "measured nothing" while the
+    # table showed its measurement.
+    project.makepyfile(test_fixtures=MEASURED_BY_FIXTURES)
+    result = project.runpytest_subprocess(
+        "--perfgate", "--perfgate-profiler=none", *workers, "test_fixtures.py"
+    )
+    outcomes = result.parseoutcomes()
+    # test_forgets_to_measure's call passed; its teardown is the error that says why.
+    assert (outcomes.get("passed"), outcomes.get("skipped"), outcomes.get("errors")) == (
+        2,
+        1,
+        1,
+    ), result.stdout.str()
+    assert "failed" not in outcomes
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_forgets_to_measure*",
+            "perfgate: test_fixtures.py::test_forgets_to_measure took the perfgate fixture but "
+            "measured nothing, so nothing was gated; *",
+        ]
+    )
+    runs = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
+    verdicts = {run["benchmark"]: run["verdict"] for run in runs}
+    assert verdicts == {"teardown_measures": "no-baseline", "forgets_to_measure": "error"}
+
+
 def test_careless_benchmarks_fail_saying_what_to_change(
     project: pytest.Pytester, workers: list[str]
 ) -> None:

@@ -27,6 +27,8 @@ SESSION_KEY: pytest.StashKey[PerfgateSession] = pytest.StashKey()
 # A benchmark declared wrongly: the name its error goes into the reports under, and what is wrong.
 PROBLEM_KEY: pytest.StashKey[tuple[str, str]] = pytest.StashKey()
 BENCHMARK_KEY: pytest.StashKey[Benchmark] = pytest.StashKey()
+# Whether the test's call phase passed: only then may a fixture's teardown still measure.
+CALL_PASSED_KEY: pytest.StashKey[bool] = pytest.StashKey()
 SKIP_REASON = "perfgate benchmark: run with --perfgate to measure and gate it"
 
 
@@ -281,20 +283,48 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         if benchmark is not None:
             benchmark.keep_crash(exc)
         raise
-    if benchmark is not None and not benchmark.measured:
-        reason = (
-            f"{item.nodeid} took the perfgate fixture but measured nothing, so nothing was "
-            "gated; call perfgate.run(step_fn) or perfgate.command([...])"
-        )
-        benchmark.keep_failure(reason)
-        raise pytest.fail.Exception(_shown(f"perfgate: {reason}"), pytrace=False)
+    if benchmark is not None and not benchmark.measured and _takes_it_itself(item):
+        _measured_nothing(item, benchmark)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Any:
+    result = yield
+    benchmark = item.stash.get(BENCHMARK_KEY, None)
+    # A test that has the fixture through one of its own fixtures may measure in that
+    # fixture's teardown (after a yield): only then is "nothing measured" known.
+    if (
+        benchmark is not None
+        and not benchmark.measured
+        and not _takes_it_itself(item)
+        and item.stash.get(CALL_PASSED_KEY, False)  # a failed or skipped test said its own
+    ):
+        _measured_nothing(item, benchmark)
+    return result
+
+
+def _takes_it_itself(item: pytest.Item) -> bool:
+    """Whether the test function's own arguments name the perfgate fixture."""
+    info = getattr(item, "_fixtureinfo", None)
+    return "perfgate" in getattr(info, "argnames", ("perfgate",))
+
+
+def _measured_nothing(item: pytest.Item, benchmark: Benchmark) -> None:
+    reason = (
+        f"{item.nodeid} took the perfgate fixture but measured nothing, so nothing was "
+        "gated; call perfgate.run(step_fn) or perfgate.command([...])"
+    )
+    benchmark.keep_failure(reason)
+    raise pytest.fail.Exception(_shown(f"perfgate: {reason}"), pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
     benchmark = item.stash.get(BENCHMARK_KEY, None)
+    if report.when == "call":
+        item.stash[CALL_PASSED_KEY] = report.passed
     if report.skipped and hasattr(report, "wasxfail"):  # failed, as an xfail mark expects
         if benchmark is not None:
             benchmark.expected_to_fail()
