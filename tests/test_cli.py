@@ -119,6 +119,35 @@ def test_unknown_layout_is_one_line_naming_the_path(
     assert err.count("\n") == 1
 
 
+def test_perfgate_s_own_outputs_given_to_inspect_say_what_to_run_instead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A newcomer's tries: the plugin's folder of profiles and its results file, each
+    # answered with the whole list of layouts and nothing else.
+    records = Path(__file__).parent / "data" / "records"
+    profiles = tmp_path / "perfgate-out" / "profiles"
+    trace = Path(__file__).parent / "data" / "kineto" / "sampled_rank-0.json.gz"
+    for name in ("cnn_train", "input_pipeline"):
+        (profiles / name).mkdir(parents=True)
+        shutil.copy(trace, profiles / name / "trace.json.gz")
+    said = {
+        profiles: "it holds the profiles of 2 folder(s) (cnn_train/, input_pipeline/): "
+        f"inspect one, e.g. `perfgate inspect {profiles / 'cnn_train'}`",
+        records / "host_copy.results.json": "it is a perfgate results file: show it with "
+        f"`perfgate report {records / 'host_copy.results.json'}`",
+        records / "input_pipeline.baseline.json": "it is a perfgate baseline: "
+        "`perfgate baseline show` prints it",
+    }
+    for path, hint in said.items():
+        assert main(["inspect", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(
+            f"perfgate: error: {path}: not a profile layout perfgate knows; {hint}"
+        ), err
+        assert err.count("\n") == 1
+    assert main(["inspect", str(profiles / "cnn_train")]) == 0
+
+
 def test_a_link_to_nothing_is_named_as_such(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

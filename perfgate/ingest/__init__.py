@@ -83,7 +83,44 @@ def detect_reader(path: Path) -> Reader:
             + (" for each PROF_* directory" if len(raw) > 1 else "")
             + ", then read it again",
         )
-    raise ProfileError(path, "not a profile layout perfgate knows", expected=EXPECTED_LAYOUTS)
+    raise ProfileError(
+        path, "not a profile layout perfgate knows" + _what_it_is(path), expected=EXPECTED_LAYOUTS
+    )
+
+
+def _what_it_is(path: Path) -> str:
+    """A hint for two paths users give ``inspect`` that are no profile: a perfgate results
+    or baseline file, and a folder of profiles of several benchmarks (``perfgate-out/profiles``)."""
+    if path.is_file() and path.suffix == ".json":
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(4096).decode("utf-8", "replace")
+        except OSError:
+            return ""
+        if '"perfgate.results"' in head:
+            return f"; it is a perfgate results file: show it with `perfgate report {path}`"
+        if '"perfgate.baseline"' in head:
+            return (
+                "; it is a perfgate baseline: `perfgate baseline show` prints it, and "
+                f"`perfgate compare {path} PROFILE` compares a profile with it"
+            )
+        if '"perfgate.' in head:
+            return "; it is one of perfgate's own reports, not a profile"
+        return ""
+    if not path.is_dir():
+        return ""
+    try:
+        folders = sorted(p for p in path.iterdir() if p.is_dir())[:200]
+    except OSError:
+        return ""
+    profiles = [f for f in folders if any(r.detect(f) for r in readers())]
+    if not profiles:
+        return ""
+    shown = ", ".join(f"{f.name}/" for f in profiles[:4]) + (", …" if len(profiles) > 4 else "")
+    return (
+        f"; it holds the profiles of {len(profiles)} folder(s) ({shown}): inspect one, e.g. "
+        f"`perfgate inspect {profiles[0]}`"
+    )
 
 
 def load_profile(path: str | Path) -> Profile:
