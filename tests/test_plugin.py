@@ -408,6 +408,8 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_quick.py"
     )
     recorded.assert_outcomes(passed=1)
+    processes = project.path / "perfgate-out" / "processes"
+    assert sorted(p.name for p in processes.iterdir()) == ["1", "2"]
     _commit_all(project.path, "perfgate: baselines")
     (project.path / "notes.txt").write_text("later work\n")
     _commit_all(project.path, "later work")
@@ -424,6 +426,8 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
     assert baseline["commit"] == first
     assert baseline["how"] == f"--baseline-ref {first[:10]}"
     assert baseline["distance"] == 0
+    # The update's extra processes' records and traces were left beside this run's profile.
+    assert not processes.exists()
 
     unknown = project.runpytest_subprocess("--perfgate", "--perfgate-baseline-ref=nosuchref")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR

@@ -359,6 +359,10 @@ class PerfgateSession:
             for report in (self.json_path, self.md_path, self.html_path):
                 if report is not None and report.is_file():
                     report.unlink()
+            # An earlier update's extra processes: their records and traces beside this
+            # session's profiles read as this session's.
+            if not self.update:
+                shutil.rmtree(self.out_dir / "processes", ignore_errors=True)
 
     def write_partial(self, worker_id: str) -> None:
         """An xdist worker writes its results for the controller to merge."""
