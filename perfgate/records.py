@@ -33,7 +33,7 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import NotRequired, TypedDict
@@ -90,6 +90,10 @@ class OperatorEntry(TypedDict):
     time_per_step_us: Sample
     share: Sample
     samples_us: NotRequired[SampleList]
+    # A baseline of several processes: each process's time per step, in the order of
+    # ``samples.process`` (``time_per_step_us`` is their mean). How far apart they are is
+    # the operator's noise between processes.
+    process_times_us: NotRequired[Annotated[list[Number], Field(max_length=MAX_SAMPLES)]]
 
 
 MAX_ITEM_TEXT = 200  # one text of an advice item (an operator, a kernel sequence)
@@ -682,7 +686,52 @@ def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord
     if timing:
         merged["timing"] = timing
     merged["samples"] = _concatenate([r["samples"] for r in (record, *others)])
+    if others:
+        merged["operators"] = _merged_operators(
+            [r.get("operators") or [] for r in (record, *others)]
+        )
     return merged
+
+
+def _merged_operators(tables: Sequence[Sequence[OperatorEntry]]) -> list[OperatorEntry]:
+    """The operator tables of several processes as one: calls, time and share per step are
+    the processes' means (an operator a process did not run counts 0 there), each process's
+    time is kept (``process_times_us``), and the per-step samples are every process's, in
+    process order, where every process has them (else the first process's, as before)."""
+    by_key: dict[tuple[str, str], list[OperatorEntry | None]] = {}
+    for i, table in enumerate(tables):
+        for row in table:
+            slots = by_key.setdefault((row["op_type"], row["core"]), [None] * len(tables))
+            slots[i] = row
+    merged = [_merged_operator(rows) for rows in by_key.values()]
+    merged.sort(key=lambda e: -float(e["time_per_step_us"] or 0.0))
+    return merged[:MAX_OPERATORS]
+
+
+def _merged_operator(rows: list[OperatorEntry | None]) -> OperatorEntry:
+    """One operator's rows of every process (None where a process did not run it)."""
+    first = next(row for row in rows if row is not None)
+
+    def per_process(field: Literal["calls_per_step", "time_per_step_us", "share"]) -> list[float]:
+        return [float(row[field] or 0.0) if row is not None else 0.0 for row in rows]
+
+    times = per_process("time_per_step_us")
+    entry: OperatorEntry = {
+        "op_type": first["op_type"],
+        "core": first["core"],
+        "calls_per_step": sum(per_process("calls_per_step")) / len(rows),
+        "time_per_step_us": sum(times) / len(rows),
+        "share": sum(per_process("share")) / len(rows),
+        "process_times_us": times,
+    }
+    if "category" in first:
+        entry["category"] = first["category"]
+    samples = [row.get("samples_us") if row is not None else None for row in rows]
+    if all(samples):
+        entry["samples_us"] = [value for part in samples for value in part or []]
+    elif rows[0] is not None and "samples_us" in rows[0]:
+        entry["samples_us"] = rows[0]["samples_us"]
+    return entry
 
 
 def _concatenate(tables: Sequence[dict[str, list[float | None]]]) -> dict[str, list[float | None]]:

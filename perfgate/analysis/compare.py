@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
+from scipy.special import stdtrit
 
 from perfgate.analysis.statistics import (
     IDLE_SHARE_MIN_SLOPE,
@@ -594,7 +596,10 @@ def _mark_changed(
     operator tested (300 operators at α would otherwise flag three by chance), and at least
     2%; without samples, or with too few for the test ever to decide (3 steps a side can
     give no p below 0.1: a short msprof capture), at least 10%. Always at least 1 µs per
-    step."""
+    step. And never when the current time lies within the times of the baseline's own
+    processes (``process_times_us``): steps of one process share its luck, so a test over
+    steps cannot tell a change from the difference between two processes, and a baseline's
+    processes of the same code differ by 2× in one operator on a shared VM."""
     tested: list[tuple[float, OperatorDelta]] = []
     pending = []
     family = 0  # every operator with samples on both sides counts in the correction
@@ -604,6 +609,9 @@ def _mark_changed(
         delta.status = "unchanged"
         b_samples, c_samples = clean(b.get("samples_us") or []), clean(c.get("samples_us") or [])
         family += b_samples.size >= 3 and c_samples.size >= 3
+        processes = clean(b.get("process_times_us") or [])
+        if within_process_noise(processes, delta.current_time_per_step_us, alpha):
+            continue  # as far from the baseline as its own processes are from each other
         pending.append((delta, b_samples, c_samples))
     for delta, b_samples, c_samples in pending:
         size = abs(delta.delta_us)
@@ -632,6 +640,22 @@ def _mark_changed(
         if p >= alpha / (family - rank):
             break
         delta.status = "changed"
+
+
+def within_process_noise(processes: npt.NDArray[np.float64], current: float, alpha: float) -> bool:
+    """Whether an operator's ``current`` time per step could be one more process of the
+    baseline whose processes measured ``processes``: inside the two-sided 1 − ``alpha``
+    prediction interval of a new process's log time (Student's t over the processes' log
+    times: an operator's time scales with its process's luck), or, with two processes,
+    between them. Fewer than two processes say nothing."""
+    if processes.size < 2:
+        return False
+    if processes.size == 2 or processes.min() <= 0 or current <= 0:
+        return bool(processes.min() <= current <= processes.max())
+    logs = np.log(processes)
+    spread = float(logs.std(ddof=1)) * math.sqrt(1 + 1 / logs.size)
+    bound = float(stdtrit(logs.size - 1, 1 - alpha / 2)) * spread
+    return abs(math.log(current) - float(logs.mean())) <= bound
 
 
 def _number(value: float | None) -> float:
