@@ -1037,7 +1037,7 @@ def test_a_baseline_of_several_processes_keeps_every_process_s_operators() -> No
     assert relu["time_per_step_us"] == pytest.approx((2591.38635 + 521.4557 + 2212.27215) / 3)
     assert len(relu["samples_us"]) == 60 == len(merged["samples"]["process"])
     # Means of the three tables, largest first, as a record keeps them.
-    times = [o["time_per_step_us"] for o in merged["operators"]]
+    times = [float(o["time_per_step_us"] or 0.0) for o in merged["operators"]]
     assert times == sorted(times, reverse=True)
 
 
