@@ -146,8 +146,9 @@ def test_noise_that_hides_the_threshold_is_unstable_at_the_last_look_only() -> N
     assert last.status == UNSTABLE
     assert last.detectable is not None and last.detectable > 0.05
     [reason] = metric_reasons(last)
-    assert reason.startswith("runner noise ±")
-    assert "exceeds the +5% limit" in reason
+    # It read "runner noise ±… (the change is known to ±…) exceeds the +5% limit".
+    assert reason.startswith("the change is known only to ±")
+    assert ", wider than the +5% limit, with runner noise ±" in reason
     assert "more rounds (statistics.max_rounds), a same-runner A/B run (perfgate ab)" in reason
 
 

@@ -190,7 +190,7 @@ def test_the_pull_request_comment_keeps_its_footer_and_closes_what_it_opens() ->
     assert len(body) <= MAX_BODY
     assert body.count("<details>") == body.count("</details>")
     assert "benchmark sections left out here" in body
-    assert body.rstrip().endswith("this comment is updated in place on every run</sub>")
+    assert body.rstrip().endswith("this comment is updated in place on every run of this job</sub>")
 
 
 def test_the_job_summary_stays_within_githubs_bound(

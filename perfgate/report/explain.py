@@ -164,9 +164,9 @@ def noise_clause(m: MetricJudgement) -> str:
         )
     floor = format_spread(m.noise_change, m.unit) if m.noise_change is not None else "unknown"
     return (
-        f"runner noise {noise_figures(m)} (the change is known to {floor}) exceeds the "
-        f"{m.threshold} limit {rounds}: a change of the limit's size would not show; "
-        f"remedies: {remedies}, or a larger threshold"
+        f"the change is known only to {floor}, wider than the {m.threshold} limit, with "
+        f"runner noise {noise_figures(m)} {rounds}: a change of the limit's size would not "
+        f"show; remedies: {remedies}, or a larger threshold"
     )
 
 
