@@ -672,8 +672,9 @@ def json_text(document: Any) -> str:
 
 
 def merge_processes(record: RunRecord, others: Sequence[RunRecord]) -> RunRecord:
-    """One record of a benchmark measured in several processes: this one's operators and
-    metadata, everyone's rounds and profiled passes (each labelled with its process)."""
+    """One record of a benchmark measured in several processes: this one's metadata,
+    everyone's rounds and profiled passes (each labelled with its process), and the operator
+    tables of all of them as one (:func:`_merged_operators`)."""
     merged: RunRecord = {**record}
     loads = [
         runner.get("load")

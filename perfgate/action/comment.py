@@ -190,11 +190,13 @@ def comment_body(verdict: str, report: str, commit: str, run_url: str, job: str 
     """The markers, a headline for the verdict, the report, and where it came from."""
     headline = HEADLINES.get(verdict, f"perfgate: {verdict or 'no verdict'}")
     markers = f"{MARKER}\n{job_marker(job)}"
-    footer = "<sub>" + (f"job {md.code(job)} · " if job else "")
-    footer += f"commit {md.code(commit[:12])}" if commit else ""
-    footer += f" · [workflow run]({run_url})" if run_url else ""
-    footer += " · this comment is updated in place on every run of this job</sub>"
-    footer = footer.replace("<sub> · ", "<sub>")
+    parts = [
+        f"job {md.code(job)}" if job else "",
+        f"commit {md.code(commit[:12])}" if commit else "",
+        f"[workflow run]({run_url})" if run_url else "",
+        "this comment is updated in place on every run of this job",
+    ]
+    footer = "<sub>" + " · ".join(part for part in parts if part) + "</sub>"
     budget = MAX_BODY - len(markers) - len(headline) - len(footer) - 20
     report = md.fit_report(report.strip(), budget, "the whole report is in the job summary")
     return f"{markers}\n### {headline}\n\n{report}\n\n{footer}\n"
