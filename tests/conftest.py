@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# Most of the suite's time is Python processes starting: pytester's and the plugin's own,
+# `perfgate ab`'s, the Action's steps. With PYTHONDONTWRITEBYTECODE (set on some CI images)
+# each of them compiled perfgate again (1-1.5 s of a 6-8 s `pytest --perfgate` run on a
+# 2-vCPU runner). One bytecode cache outside every repository under test keeps their trees
+# clean and compiles each file once.
+os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(
+    tempfile.gettempdir(), f"perfgate-tests-pycache-{getattr(os, 'getuid', lambda: 0)()}"
+)
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # An identity and no user or system config: commits (and their shas, with fixed dates) do
 # not depend on the machine.
@@ -89,3 +101,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fuzz every reader with CASES random mutations (default 1000) instead of the "
         "CI suite's fixed cases (tests/test_fuzz_readers.py)",
     )
+
+
+# The files whose tests start Python processes (pytester, `perfgate ab`, the Action's
+# steps, long simulations): most of the suite's time, in tests of 10-70 s. They run first,
+# and pytest-xdist's workers steal pending tests from each other (below), so that a run does
+# not end with one worker on a queue of long tests while the other has nothing left to do.
+LONG_TEST_FILES = (
+    "test_plugin.py",
+    "test_hardening.py",
+    "test_ab.py",
+    "test_terminal.py",
+    "test_plugin_msprof.py",
+    "test_verdict_quality.py",
+    "test_action.py",
+    "test_fuzz_readers.py",
+    "test_report_html.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONG_TEST_FILES.index(name) if name in LONG_TEST_FILES else len(LONG_TEST_FILES)
+
+    items.sort(key=rank)  # stable: each file's own order is kept
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n 2``: work stealing instead of xdist's default ``load``, which deals out the first
+    quarter of the tests (here: all the long ones) round-robin up front; one worker then ran
+    long tests for minutes after the other had finished. A ``--dist`` asked for is kept."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped]
+
+    return WorkStealingScheduling(config, log)

@@ -66,7 +66,6 @@ def _env() -> dict[str, str]:
         [str(CODE.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     env["PERFGATE_CODE"] = str(CODE)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 

@@ -123,9 +123,17 @@ def repo(tmp_path: Path) -> Path:
 
 def limited_writes(max_bytes: int) -> None:
     """In a child process: files may not grow past ``max_bytes`` — a disk that fills up.
-    A write past it fails with EFBIG ("File too large") instead of killing the process."""
+    A write past it fails with EFBIG ("File too large") instead of killing the process.
+    Such a child runs with :func:`no_bytecode`."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+
+def no_bytecode(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this one) for a child whose writes are limited: Python renames a
+    bytecode file cut short by the limit into place, which would poison the suite's shared
+    cache (tests/conftest.py) for every later process ("marshal data too short")."""
+    return {**(os.environ if env is None else env), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 # --------------------------------------------------------------------------- results files
@@ -408,6 +416,7 @@ def test_baseline_update_on_a_full_disk_is_one_line_and_leaves_nothing(
         cwd=repo,
         capture_output=True,
         text=True,
+        env=no_bytecode(),
         preexec_fn=lambda: limited_writes(8192),
         check=False,
     )
@@ -427,18 +436,22 @@ def test_loop(perfgate):
 """
 
 
-def run_plugin(project: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def run_plugin(
+    project: Path, *args: str, max_write: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``pytest --perfgate`` in ``project``; ``max_write``: see :func:`limited_writes`."""
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perfgate"]
     command += ["--perfgate-profiler=none", *args]
+    limit = None if max_write is None else (lambda: limited_writes(max_write))
     return subprocess.run(
         command,
         cwd=project,
-        env={**git_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+        env=git_env() if max_write is None else no_bytecode(git_env()),
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        **kwargs,
+        preexec_fn=limit,
     )
 
 
@@ -447,7 +460,7 @@ def test_pytest_perfgate_on_a_full_disk_fails_and_leaves_no_empty_results_file(
 ) -> None:
     (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
     commit_all(repo, "A benchmark")
-    done = run_plugin(repo, "test_bench.py", preexec_fn=lambda: limited_writes(1024))
+    done = run_plugin(repo, "test_bench.py", max_write=1024)
     out = repo / "perfgate-out"
     assert done.returncode == 3, done.stdout + done.stderr  # INTERNAL_ERROR, never green
     assert (
@@ -977,6 +990,7 @@ def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path: Path
         ],
         capture_output=True,
         text=True,
+        env=no_bytecode(),
         preexec_fn=lambda: limited_writes(4096),
         check=False,
     )
