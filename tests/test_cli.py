@@ -130,6 +130,7 @@ def test_perfgate_s_own_outputs_given_to_inspect_say_what_to_run_instead(
     for name in ("cnn_train", "input_pipeline"):
         (profiles / name).mkdir(parents=True)
         shutil.copy(trace, profiles / name / "trace.json.gz")
+    shutil.copy(records / "host_copy.results.json", profiles.parent / "results.json")
     said = {
         profiles: "it holds the profiles of 2 folder(s) (cnn_train/, input_pipeline/): "
         f"inspect one, e.g. `perfgate inspect {profiles / 'cnn_train'}`",
@@ -137,6 +138,10 @@ def test_perfgate_s_own_outputs_given_to_inspect_say_what_to_run_instead(
         f"`perfgate report {records / 'host_copy.results.json'}`",
         records / "input_pipeline.baseline.json": "it is a perfgate baseline: "
         "`perfgate baseline show` prints it",
+        # One level up, the plugin's output folder, with the run's results.
+        profiles.parent: "it holds the profiles of 2 folder(s) (profiles/cnn_train/, "
+        f"profiles/input_pipeline/): inspect one, e.g. `perfgate inspect {profiles / 'cnn_train'}`"
+        f"; the run's results: `perfgate report {profiles.parent / 'results.json'}`",
     }
     for path, hint in said.items():
         assert main(["inspect", str(path)]) == 2

@@ -89,8 +89,9 @@ def detect_reader(path: Path) -> Reader:
 
 
 def _what_it_is(path: Path) -> str:
-    """A hint for two paths users give ``inspect`` that are no profile: a perfgate results
-    or baseline file, and a folder of profiles of several benchmarks (``perfgate-out/profiles``)."""
+    """A hint for paths users give ``inspect`` that are no profile: a perfgate results or
+    baseline file, a folder of profiles of several benchmarks (``perfgate-out/profiles``) and
+    the folder above it (``perfgate-out``)."""
     if path.is_file() and path.suffix == ".json":
         try:
             with path.open("rb") as handle:
@@ -109,18 +110,35 @@ def _what_it_is(path: Path) -> str:
         return ""
     if not path.is_dir():
         return ""
-    try:
-        folders = sorted(p for p in path.iterdir() if p.is_dir())[:200]
-    except OSError:
-        return ""
-    profiles = [f for f in folders if any(r.detect(f) for r in readers())]
+    profiles = _profile_folders(path)
+    if not profiles:  # perfgate-out/ itself: its profiles are one level further down
+        for folder in _folders(path)[:50]:
+            profiles = _profile_folders(folder)
+            if profiles:
+                break
     if not profiles:
         return ""
-    shown = ", ".join(f"{f.name}/" for f in profiles[:4]) + (", …" if len(profiles) > 4 else "")
-    return (
-        f"; it holds the profiles of {len(profiles)} folder(s) ({shown}): inspect one, e.g. "
+    shown = ", ".join(f"{f.relative_to(path)}/" for f in profiles[:4])
+    hint = (
+        f"; it holds the profiles of {len(profiles)} folder(s) "
+        f"({shown}{', …' if len(profiles) > 4 else ''}): inspect one, e.g. "
         f"`perfgate inspect {profiles[0]}`"
     )
+    results = path / "results.json"
+    if results.is_file():
+        hint += f"; the run's results: `perfgate report {results}`"
+    return hint
+
+
+def _folders(path: Path) -> list[Path]:
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir())[:200]
+    except OSError:
+        return []
+
+
+def _profile_folders(path: Path) -> list[Path]:
+    return [f for f in _folders(path) if any(r.detect(f) for r in readers())]
 
 
 def load_profile(path: str | Path) -> Profile:
