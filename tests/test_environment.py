@@ -6,11 +6,14 @@ temporary ``PERFGATE_DEV_ROOT``.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,3 +227,45 @@ def test_without_install_info_the_cann_version_comes_from_version_cfg(tmp_path: 
         encoding="utf-8",
     )
     assert cann_version({"ASCEND_HOME_PATH": str(home)}) == "8.0.0"
+
+
+FINGERPRINT_IN_A_FRESH_PROCESS = """
+import json, sys
+from perfgate.profilers.environment import fingerprint
+info = fingerprint({"PATH": sys.argv[1], "PERFGATE_DEV_ROOT": sys.argv[2]})
+print(json.dumps({"torch_imported": "torch" in sys.modules, **info}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="device files are Linux's")
+def test_a_benchmark_without_torch_on_a_machine_without_gpu_does_not_import_torch(
+    tmp_path: Path,
+) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    path = bare_path(tmp_path)
+
+    def fresh_fingerprint() -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", FINGERPRINT_IN_A_FRESH_PROCESS, path, str(dev)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        found: dict[str, Any] = json.loads(done.stdout)
+        return found
+
+    # No GPU device file: torch's version from its metadata, torch left unimported (it cost
+    # 2-3 s of every torch-less benchmark's run), the same fingerprint as with torch.
+    without = fresh_fingerprint()
+    assert without.pop("torch_imported") is False
+    assert without["torch_version"] == str(torch.__version__)
+    assert (without["device"], without["device_count"], without["cuda_device"]) == ("cpu", 1, None)
+    # A GPU's device file (NVIDIA's here): torch.cuda is asked, as before.
+    (dev / "nvidiactl").touch()
+    with_gpu = fresh_fingerprint()
+    assert with_gpu.pop("torch_imported") is True
+    assert with_gpu == without  # this machine's torch still sees no CUDA device
