@@ -3,8 +3,9 @@
 :func:`fingerprint` is read at run time, from the machine itself: ``/proc/cpuinfo``, torch /
 torch_npu when installed (imported lazily; torch not at all on a Linux machine without a GPU
 device file when the benchmark did not import it), the CANN toolkit's version files and
-``npu-smi info``. :func:`check_msprof_environment` says, as one :class:`~perfgate.errors.PerfgateError`,
-the first thing that stops msprof from profiling on this machine and how to fix it.
+``npu-smi info``. :func:`check_msprof_environment` says, as one
+:class:`~perfgate.errors.PerfgateError`, the first thing that stops msprof from profiling on
+this machine and how to fix it.
 
 Environment variables read:
 
