@@ -124,3 +124,46 @@ def test_a_benchmark_that_imported_inductor_gets_torch_profiler_as_is(
     assert summary["inductor_before"] is True
     assert summary["torch_profiler_started"] == 1
     assert summary["perfgate"] == summary["torch_profiler"]
+
+
+STEP_THAT_RAISES = """
+import sys
+import torch
+from perfgate.profilers.torch_profiler import record_trace
+
+calls = 0
+
+def step():
+    global calls
+    calls += 1
+    if calls == int(sys.argv[2]):
+        raise ValueError("the benchmark's own error")
+    torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+
+try:
+    record_trace(step, sys.argv[1] + "/failed.json", steps=3, warmup=2)
+except ValueError as error:
+    print("raised:", error)
+record_trace(step, sys.argv[1] + "/again.json", steps=2, warmup=1)
+print("recorded again")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failing_call", [1, 4], ids=["in a warm-up step", "in a profiled step"])
+def test_a_step_that_raises_leaves_its_error_alone_and_the_profiler_usable(
+    tmp_path: Path, failing_call: int, needs_torch: None
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STEP_THAT_RAISES, str(tmp_path), str(failing_call)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["raised: the benchmark's own error", "recorded again"]
+    # Stopping a profiler that was only prepared made torch warn "disableProfiler called but
+    # no active profiling session found" on the benchmark's stderr.
+    assert done.stderr == ""
+    assert (tmp_path / "again.json").is_file()

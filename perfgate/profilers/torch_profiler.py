@@ -131,15 +131,19 @@ def _record_on_cpu(
     )
     with quiet_profiler():
         recorder._prepare_trace()
+        started = False
         try:
             for _ in range(warmup):
                 step_fn()
             recorder._start_trace()
+            started = True
             if record_shapes:  # as torch.profiler notes it in the trace's header
                 torch.autograd._add_metadata_json("record_shapes", "1")
             for number in range(warmup, warmup + steps):
                 with torch.profiler.record_function(f"ProfilerStep#{number}"):
                     step_fn()
         finally:
+            if not started:  # a warm-up step raised: stop as torch.profiler stops a warm-up,
+                recorder._start_trace()  # else torch warns "no active profiling session"
             recorder.__exit__(None, None, None)
         recorder.export_chrome_trace(str(out))
