@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import pickle
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -47,8 +49,22 @@ SCENARIOS = [s.name for s in vq.SCENARIOS]
 
 
 @pytest.fixture(scope="module")
-def results() -> Any:
-    return vq.run(trials=TRIALS, seed=vq.SEED, jobs=2, guards=False)
+def results(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The simulation, run once a test session: under pytest-xdist each worker that took a
+    test of this file ran all of it again (50 s apiece on a 2-vCPU runner)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return vq.run(trials=TRIALS, seed=vq.SEED, jobs=2, guards=False)
+    import fcntl  # xdist's workers: POSIX here
+
+    session = tmp_path_factory.getbasetemp().parent  # the workers' common folder
+    cache = session / f"verdict-quality-{TRIALS}.pickle"
+    with open(session / "verdict-quality.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the first one's run
+        if cache.exists():
+            return pickle.loads(cache.read_bytes())
+        computed = vq.run(trials=TRIALS, seed=vq.SEED, jobs=2, guards=False)
+        cache.write_bytes(pickle.dumps(computed))
+        return computed
 
 
 # --- the noise model ------------------------------------------------------------------
