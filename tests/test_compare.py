@@ -17,6 +17,7 @@ from perfgate.analysis.compare import (
     Look,
     MetricJudgement,
     OperatorDelta,
+    ProcessNoise,
     compare_runs,
     fingerprint_differences,
     gated_value,
@@ -24,6 +25,7 @@ from perfgate.analysis.compare import (
     judge_steps,
     look_back,
     operator_deltas,
+    relabel_process_noise,
     within_process_noise,
 )
 from perfgate.analysis.statistics import (
@@ -1069,3 +1071,77 @@ def test_within_process_noise_is_the_range_of_the_baseline_s_processes() -> None
     # One process, or none: nothing is known.
     assert not within_process_noise(np.array([10.0]), 10.0)
     assert not within_process_noise(np.array([]), 10.0)
+
+
+PROCESS_NOISE = Path(__file__).parent / "data" / "records" / "process_noise"
+
+
+def _process_noise_pair(benchmark: str, run: str) -> tuple[RunRecord, RunRecord]:
+    """A real baseline of three processes and a run of the examples (tests/data/records/
+    SOURCES.md): ``unchanged`` is the same code, ``slow_op`` its layers in float64."""
+    baseline = json.loads((PROCESS_NOISE / f"{benchmark}.baseline.json").read_text())
+    runs = json.loads((PROCESS_NOISE / f"{run}.results.json").read_text())["runs"]
+    current = next(r for r in runs if r["benchmark"] == benchmark)
+    return validate_run(baseline, benchmark), validate_run(current, run)
+
+
+def _changed(comparison: Comparison) -> set[str]:
+    return {o.op_type for o in comparison.operators if o.status == "changed"}
+
+
+def test_an_unchanged_run_s_operators_within_the_benchmark_s_process_noise_are_unchanged() -> None:
+    # A new process falls outside the range of three baseline processes with probability
+    # 1/2: by its own range alone, 6 of cnn_train's 22 operators and all 13 of
+    # input_pipeline's were "changed" in this unchanged run (verdicts pass and unstable).
+    cnn = compare_runs(*_process_noise_pair("cnn_train", "unchanged"), default_rules())
+    pipeline = compare_runs(*_process_noise_pair("input_pipeline", "unchanged"), default_rules())
+    assert cnn.verdict is Verdict.PASS and pipeline.verdict is Verdict.UNSTABLE
+    assert _changed(cnn) == set()
+    assert len(_changed(pipeline)) <= 3
+    noise = ProcessNoise.of(_process_noise_pair("cnn_train", "unchanged")[0]["operators"])
+    assert (noise.operators, noise.df) == (22, 44)
+    assert 0.2 < noise.log_sd < 0.4  # its processes differ by up to 2.9x in one operator
+
+
+def test_layers_that_really_slowed_stay_changed() -> None:
+    # slow_op: input_pipeline's layers in float64, each Linear about 2.3x slower.
+    comparison = compare_runs(*_process_noise_pair("input_pipeline", "slow_op"), default_rules())
+    changed = _changed(comparison)
+    assert {"aten::linear", "autograd::engine::evaluate_function: AddmmBackward0"} <= changed
+    assert len(changed) >= 6
+
+
+def test_process_noise_bounds_a_new_process_and_needs_degrees_of_freedom() -> None:
+    ops = operators(
+        [
+            {**_op(f"Op{i}", 1000.0), "process_times_us": [1000.0 * f for f in (0.8, 1.0, 1.25)]}
+            for i in range(4)
+        ]
+    )
+    noise = ProcessNoise.of(ops)
+    assert (noise.operators, noise.df) == (4, 8)
+    assert noise.log_sd == pytest.approx(float(np.std(np.log([0.8, 1.0, 1.25]), ddof=1)))
+    tight = np.array([1000.0, 1010.0, 1020.0])  # its own range is narrow, the benchmark's not
+    assert noise.holds(tight, 1300.0, 1)
+    assert not noise.holds(tight, 4000.0, 1)
+    assert not ProcessNoise.of(ops[:2]).holds(tight, 1300.0, 1)  # 4 degrees of freedom
+    assert not noise.holds(np.array([1000.0]), 1000.0, 1)
+
+
+def test_an_operator_a_regression_names_stays_changed_within_the_process_noise() -> None:
+    # The failure message and the table must agree: an operator the message names as the
+    # cause is "changed" even where the benchmark's process noise could hold it.
+    baseline, current = _process_noise_pair("cnn_train", "unchanged")
+    comparison = compare_runs(baseline, current, default_rules())
+    comparison.metrics = [
+        replace(m, status=REGRESSION) if m.metric == "step_time_us" else m
+        for m in comparison.metrics
+    ]
+    by_name = {o.op_type: o for o in comparison.operators}
+    named, other = by_name["aten::batch_norm"], by_name["aten::max_pool2d"]
+    for op, delta in ((named, 400.0), (other, 10.0)):
+        op.current_time_per_step_us = op.baseline_time_per_step_us + delta
+        op.delta_us, op.share_of_step_delta, op.status = delta, delta / 500.0, "changed"
+    assert comparison.explaining_operators("step_time_us") == [named]
+    relabel_process_noise(comparison, baseline, current)
+    assert (named.status, other.status) == ("changed", "unchanged")

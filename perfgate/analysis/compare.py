@@ -641,6 +641,77 @@ def _mark_changed(
         delta.status = "changed"
 
 
+# The pooled noise between processes speaks only with this many degrees of freedom at least
+# (three operators measured in three processes); two-sided level of its prediction interval,
+# Bonferroni-corrected over the operators.
+POOLED_MIN_DF = 6
+POOLED_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class ProcessNoise:
+    """How much one benchmark's operators move from one process of the same code to the
+    next: the spread of log time per step about each operator's mean over the baseline's
+    processes, pooled over its operators (``df`` degrees of freedom). An operator of a run
+    whose processes all differ by ±30% has a ±30% spread however tight its own three
+    processes happened to fall; its own range alone labelled a quarter of the operators of
+    an unchanged run ``changed`` on a shared VM (the process outside a range of three falls
+    there with probability 1/2)."""
+
+    log_sd: float
+    df: int
+    operators: int
+
+    @classmethod
+    def of(cls, baseline_ops: Sequence[OperatorEntry]) -> ProcessNoise:
+        squares, df, operators = 0.0, 0, 0
+        for op in baseline_ops:
+            times = clean(op.get("process_times_us") or [])
+            times = times[times > 0]
+            if times.size >= 2:
+                logs = np.log(times)
+                squares += float(((logs - logs.mean()) ** 2).sum())
+                df += times.size - 1
+                operators += 1
+        return cls(math.sqrt(squares / df) if df else math.nan, df, operators)
+
+    def holds(self, processes: npt.NDArray[np.float64], current: float, current_n: int) -> bool:
+        """Whether ``current`` (the mean of ``current_n`` processes) lies within the
+        prediction interval of the baseline ``processes`` under this pooled spread."""
+        positive = processes[processes > 0]
+        if self.df < POOLED_MIN_DF or positive.size < 2 or current <= 0:
+            return False
+        spread = self.log_sd * math.sqrt(1 / positive.size + 1 / max(current_n, 1))
+        bound = t_isf(POOLED_ALPHA / (2 * max(self.operators, 1)), self.df) * spread
+        return abs(math.log(current) - float(np.log(positive).mean())) <= bound
+
+
+def relabel_process_noise(comparison: Comparison, baseline: RunRecord, current: RunRecord) -> None:
+    """Relabel ``unchanged`` the ``changed`` operators whose time lies within the process
+    noise of the benchmark's operators (:class:`ProcessNoise`), except those a regressed
+    metric's message names: they stay what the message says they are."""
+    noise = ProcessNoise.of(baseline.get("operators", []))
+    if noise.df < POOLED_MIN_DF:
+        return
+    named = {
+        (o.op_type, o.core)
+        for m in comparison.metrics
+        if m.status is MetricStatus.REGRESSION
+        for o in comparison.explaining_operators(m.metric)
+    }
+    base = {(str(op["op_type"]), str(op["core"])): op for op in baseline.get("operators", [])}
+    cur = {(str(op["op_type"]), str(op["core"])): op for op in current.get("operators", [])}
+    for delta in comparison.operators:
+        key = (delta.op_type, delta.core)
+        if delta.status != "changed" or key in named or key not in base:
+            continue
+        processes = clean(base[key].get("process_times_us") or [])
+        mine = cur.get(key)
+        current_n = len((mine.get("process_times_us") or []) if mine else []) or 1
+        if noise.holds(processes, delta.current_time_per_step_us, current_n):
+            delta.status = "unchanged"
+
+
 def within_process_noise(processes: npt.NDArray[np.float64], current: float) -> bool:
     """Whether an operator's ``current`` time per step lies within the times the baseline's
     own processes measured (at least two of them). Not a wider interval: with three
@@ -1266,6 +1337,7 @@ def compare_runs(
         stats.alpha,
     )
     comparison.verdict = _verdict(comparison, hard, one_sided)
+    relabel_process_noise(comparison, baseline, current)
     if incomparable_why and comparison.verdict is not Verdict.ERROR:
         comparison.notes.append(incomparable_why)
         comparison.verdict = Verdict.INCOMPARABLE
