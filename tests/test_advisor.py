@@ -227,6 +227,22 @@ def test_long_kernels_and_back_to_back_small_ones_are_no_fusion_hint() -> None:
     hint = generated_hints(generated(gapped + copies, [(0, 0, 0.0, 150.0)]))["small_kernels"]
     assert hint.items[0]["sequence"] == "Add ×10"
     assert hint.figures["launch_gap_us"] == 35.0
+    assert hint.figures["span_us"] == 135.0  # 145 µs less the copies' 10 µs in its gaps
+
+
+def test_per_sample_copies_between_small_ops_are_the_copies_hint_not_a_fusion_one() -> None:
+    # A step that copies 16 samples to the host one by one (`.cpu()` each): a small op, a
+    # 20 µs copy in the gap, and so on. The run of small ops spanned the copies too and its
+    # "share of the step" (the hint's impact) ranked it above the copies hint.
+    tasks: list[Task] = []
+    for i in range(16):
+        tasks.append((0, "aten::detach", "cpu", "compute", i * 30.0, 3.0))
+        tasks.append((0, "aten::to", "cpu", "copy", i * 30.0 + 5.0, 20.0))
+    hints = generated_hints(generated(tasks, [(0, 0, 0.0, 480.0)]))
+    small = hints["small_kernels"]
+    assert small.figures["span_us"] == pytest.approx(16 * 3.0 + 15 * 7.0)  # 153 of 453 µs
+    assert small.figures["launch_gap_us"] == pytest.approx(15 * 7.0)
+    assert hints["host_copies"].impact > small.impact
 
 
 def test_a_stall_inside_a_run_of_small_kernels_claims_no_more_than_the_steps() -> None:

@@ -412,11 +412,16 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
     """Maximal runs of consecutive compute tasks, each shorter than the limit, each starting
     after everything before it ended (a launch gap), at least ``small_kernel_run`` long. A
     run's launch gaps are the time between its tasks when the device did nothing: a copy or
-    a collective in a gap is work, not launch overhead."""
+    a collective in a gap is work, not launch overhead. A copy in a gap is no part of the
+    run's span either: the copies hint counts it (128 per-sample ``.cpu()`` copies between
+    small ops made a "small-kernel run" of 41% of the step, above the copies' own 27%)."""
     category = window.tasks["category"]
     other = window.tasks.loc[category.isin((Category.COPY.value, Category.COMM.value))]
     other_start = other["start_us"].to_numpy(dtype=np.float64)
     busy = _CoveredTime(*merge(other_start, other_start + other["dur_us"].to_numpy(np.float64)))
+    copies = other.loc[category == Category.COPY.value]
+    copy_start = copies["start_us"].to_numpy(dtype=np.float64)
+    copying = _CoveredTime(*merge(copy_start, copy_start + copies["dur_us"].to_numpy(np.float64)))
     tasks = window.tasks.loc[category == Category.COMPUTE.value]
     if len(tasks) < settings.small_kernel_run:
         return
@@ -431,6 +436,8 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
     gaps[1:] = starts[1:] - running_end[:-1]
     idle = np.zeros_like(starts)
     idle[1:] = np.maximum(gaps[1:] - (busy.before(starts[1:]) - busy.before(running_end[:-1])), 0.0)
+    copied = np.zeros_like(starts)  # copy time in each gap (a collective may run beside a run)
+    copied[1:] = np.clip(copying.before(starts[1:]) - copying.before(running_end[:-1]), 0.0, None)
     # i continues the run of i-1: both small, and i started after everything before ended.
     joins = np.zeros(len(starts), dtype=bool)
     joins[1:] = small[1:] & small[:-1] & (gaps[1:] > 0)
@@ -440,7 +447,7 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
             continue
         length = index - first
         if small[first] and length >= settings.small_kernel_run:
-            span = float(running_end[index - 1] - starts[first])
+            span = float(running_end[index - 1] - starts[first] - copied[first + 1 : index].sum())
             yield {
                 "ops": list(ops[first:index]),
                 "span_us": span,
