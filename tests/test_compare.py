@@ -1126,6 +1126,12 @@ def test_process_noise_bounds_a_new_process_and_needs_degrees_of_freedom() -> No
     assert not noise.holds(tight, 4000.0, 1)
     assert not ProcessNoise.of(ops[:2]).holds(tight, 1300.0, 1)  # 4 degrees of freedom
     assert not noise.holds(np.array([1000.0]), 1000.0, 1)
+    # Times that are no positive finite number are left out, not NaN (records refuse inf).
+    odd = ops + operators(
+        [{**_op("Odd", 1.0), "process_times_us": [0.0, -3.0, 1.0]} for _ in range(2)]
+    )
+    assert ProcessNoise.of(odd) == noise
+    assert noise.holds(np.array([1000.0, 1010.0, math.inf, 1020.0]), 1300.0, 1)
 
 
 def test_an_operator_a_regression_names_stays_changed_within_the_process_noise() -> None:

@@ -667,7 +667,7 @@ class ProcessNoise:
         squares, df, operators = 0.0, 0, 0
         for op in baseline_ops:
             times = clean(op.get("process_times_us") or [])
-            times = times[times > 0]
+            times = times[np.isfinite(times) & (times > 0)]
             if times.size >= 2:
                 logs = np.log(times)
                 squares += float(((logs - logs.mean()) ** 2).sum())
@@ -678,7 +678,7 @@ class ProcessNoise:
     def holds(self, processes: npt.NDArray[np.float64], current: float, current_n: int) -> bool:
         """Whether ``current`` (the mean of ``current_n`` processes) lies within the
         prediction interval of the baseline ``processes`` under this pooled spread."""
-        positive = processes[processes > 0]
+        positive = processes[np.isfinite(processes) & (processes > 0)]
         if self.df < POOLED_MIN_DF or positive.size < 2 or current <= 0:
             return False
         spread = self.log_sd * math.sqrt(1 / positive.size + 1 / max(current_n, 1))
