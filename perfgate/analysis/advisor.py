@@ -419,9 +419,7 @@ def _small_runs(window: _Window, settings: AdvisorSettings) -> Iterator[dict[str
     other = window.tasks.loc[category.isin((Category.COPY.value, Category.COMM.value))]
     other_start = other["start_us"].to_numpy(dtype=np.float64)
     busy = _CoveredTime(*merge(other_start, other_start + other["dur_us"].to_numpy(np.float64)))
-    copies = other.loc[category == Category.COPY.value]
-    copy_start = copies["start_us"].to_numpy(dtype=np.float64)
-    copying = _CoveredTime(*merge(copy_start, copy_start + copies["dur_us"].to_numpy(np.float64)))
+    copying = _CoveredTime(*merge(*window.intervals(Category.COPY)))
     tasks = window.tasks.loc[category == Category.COMPUTE.value]
     if len(tasks) < settings.small_kernel_run:
         return
