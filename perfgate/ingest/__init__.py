@@ -110,10 +110,11 @@ def _what_it_is(path: Path) -> str:
         return ""
     if not path.is_dir():
         return ""
-    profiles = _profile_folders(path)
+    folders = _folders(path)
+    profiles = _profile_folders(folders)
     if not profiles:  # perfgate-out/ itself: its profiles are one level further down
-        for folder in _folders(path)[:50]:
-            profiles = _profile_folders(folder)
+        for folder in folders[:50]:
+            profiles = _profile_folders(_folders(folder))
             if profiles:
                 break
     if not profiles:
@@ -137,8 +138,8 @@ def _folders(path: Path) -> list[Path]:
         return []
 
 
-def _profile_folders(path: Path) -> list[Path]:
-    return [f for f in _folders(path) if any(r.detect(f) for r in readers())]
+def _profile_folders(folders: list[Path]) -> list[Path]:
+    return [f for f in folders if any(r.detect(f) for r in readers())]
 
 
 def load_profile(path: str | Path) -> Profile:
