@@ -666,8 +666,7 @@ class ProcessNoise:
     def of(cls, baseline_ops: Sequence[OperatorEntry]) -> ProcessNoise:
         squares, df, operators = 0.0, 0, 0
         for op in baseline_ops:
-            times = clean(op.get("process_times_us") or [])
-            times = times[np.isfinite(times) & (times > 0)]
+            times = _positive(clean(op.get("process_times_us") or []))
             if times.size >= 2:
                 logs = np.log(times)
                 squares += float(((logs - logs.mean()) ** 2).sum())
@@ -678,12 +677,17 @@ class ProcessNoise:
     def holds(self, processes: npt.NDArray[np.float64], current: float, current_n: int) -> bool:
         """Whether ``current`` (the mean of ``current_n`` processes) lies within the
         prediction interval of the baseline ``processes`` under this pooled spread."""
-        positive = processes[np.isfinite(processes) & (processes > 0)]
+        positive = _positive(processes)
         if self.df < POOLED_MIN_DF or positive.size < 2 or current <= 0:
             return False
         spread = self.log_sd * math.sqrt(1 / positive.size + 1 / max(current_n, 1))
         bound = t_isf(POOLED_ALPHA / (2 * max(self.operators, 1)), self.df) * spread
         return abs(math.log(current) - float(np.log(positive).mean())) <= bound
+
+
+def _positive(times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The times that can have a logarithm: positive and finite."""
+    return times[np.isfinite(times) & (times > 0)]
 
 
 def relabel_process_noise(comparison: Comparison, baseline: RunRecord, current: RunRecord) -> None:
