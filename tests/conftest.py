@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
 import os
+import pkgutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +90,36 @@ def needs_torch() -> None:
     """
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the benchmark under test runs torch")
+
+
+# What a `pytest --perfgate` run imports that cannot be imported twice in one process (C
+# extensions: numpy's, torch's), and perfgate itself.
+_RUN_IMPORTS = ("numpy", "pandas", "scipy.special", "scipy.stats", "pyarrow.csv", "orjson", "torch")
+_loaded_for_runs = False
+
+
+def load_for_in_process_runs() -> None:
+    """Import, once in this process, what pytester's in-process runs of the plugin import.
+
+    ``pytester.runpytest`` runs pytest in this process (a fresh Python per run cost 5 s of
+    imports: pandas, scipy, torch), and when the run ends it drops the modules the run
+    imported; torch imported again by the next run crashes the process. Modules loaded
+    before the run are kept: loaded here, each run costs its own work. A test that needs a
+    process of its own (what gets imported, an interrupt, a setting read at import) uses
+    ``runpytest_subprocess``.
+    """
+    global _loaded_for_runs
+    if _loaded_for_runs:
+        return
+    for name in _RUN_IMPORTS:
+        with contextlib.suppress(ImportError):  # optional extras (pyarrow, orjson, torch)
+            importlib.import_module(name)
+    import perfgate
+
+    for module in pkgutil.walk_packages(perfgate.__path__, "perfgate."):
+        if not module.name.endswith("__main__"):  # the CLI itself, which would run
+            importlib.import_module(module.name)
+    _loaded_for_runs = True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -593,6 +593,8 @@ def test_pytest_perfgate_in_a_shallow_clone_warns_and_errs_under_strict(
 def test_a_master_repository_works_the_same_everywhere(tmp_path: Path, cli: Cli) -> None:
     repo = new_repo(tmp_path / "repo", branch="master")
     (repo / "test_bench.py").write_text(PLUGIN_PROJECT)
+    # About the branch: one measuring process per update is enough (3 cost 10 s here).
+    (repo / "perfgate.yaml").write_text("statistics: {processes: 1}\n")
     commit_all(repo, "A benchmark")
     for i in (2, 3):
         done = run_plugin(repo, "test_bench.py", "--perfgate-update")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GitRepo
+from conftest import GitRepo, load_for_in_process_runs
 
 # A benchmark whose work per step is set by the environment: WORK=4 is 4× heavier.
 BENCHMARK = """
@@ -35,6 +35,12 @@ def test_matmul(perfgate):
 def test_plain():
     assert True
 """
+
+
+@pytest.fixture(autouse=True)
+def _in_process_runs() -> None:
+    """``runpytest`` runs pytest --perfgate in this process (conftest explains)."""
+    load_for_in_process_runs()
 
 
 @pytest.fixture
@@ -98,7 +104,7 @@ def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
 
 
 def test_without_the_flag_benchmarks_are_skipped_with_a_reason(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess("-rs")
+    result = project.runpytest("-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
         ["*perfgate benchmark: run with --perfgate to measure and gate it*"]
@@ -109,7 +115,7 @@ def test_without_the_flag_benchmarks_are_skipped_with_a_reason(project: pytest.P
 def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
     project: pytest.Pytester,
 ) -> None:
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=nsys")
+    result = project.runpytest("--perfgate", "--perfgate-profiler=nsys")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
@@ -143,7 +149,7 @@ def test_a_bad_profiler_is_a_usage_error_naming_the_allowed_values(
 def test_options_that_would_be_ignored_are_usage_errors(
     project: pytest.Pytester, args: list[str], says: str
 ) -> None:
-    result = project.runpytest_subprocess("--perfgate", *args)
+    result = project.runpytest("--perfgate", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([says])
     out = project.path / "perfgate-out"
@@ -154,7 +160,7 @@ def test_an_output_directory_that_cannot_be_made_is_a_usage_error_before_any_ben
     project: pytest.Pytester,
 ) -> None:
     (project.path / "out").write_text("a file, not a directory\n")
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-out=out")
+    result = project.runpytest("--perfgate", "--perfgate-out=out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # not 1 (read as a regression)
     result.stderr.fnmatch_lines(
         [
@@ -167,7 +173,7 @@ def test_an_output_directory_that_cannot_be_made_is_a_usage_error_before_any_ben
 
 def test_a_bad_config_is_a_usage_error_naming_the_key(project: pytest.Pytester) -> None:
     (project.path / "perfgate.yaml").write_text("thresholds:\n  step_time: {max_increase: 5}\n")
-    result = project.runpytest_subprocess("--perfgate")
+    result = project.runpytest("--perfgate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*perfgate.yaml: thresholds.step_time.max_increase: 5 is not a threshold*"]
@@ -179,7 +185,7 @@ def test_no_baseline_passes_and_says_how_to_record_one(
 ) -> None:
     summary = project.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = project.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")
+    result = project.runpytest("--perfgate", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
@@ -210,7 +216,7 @@ def test_no_baseline_passes_and_says_how_to_record_one(
 def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, needs_torch: None
 ) -> None:
-    recorded = project.runpytest_subprocess("--perfgate", "--perfgate-update")
+    recorded = project.runpytest("--perfgate", "--perfgate-update")
     recorded.assert_outcomes(passed=2)
     head = git.Repo(project.path).head.commit.hexsha
     [baseline] = list((project.path / "baselines" / "matmul").glob(f"*/{head}.json"))
@@ -224,7 +230,7 @@ def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
     assert len(timing["step_time_us"]) >= 3 * 5 * 12
     _commit_all(project.path, "perfgate: baselines")
 
-    same = project.runpytest_subprocess("--perfgate")
+    same = project.runpytest("--perfgate")
     same.assert_outcomes(passed=2)
     # The baseline's commit: its column on a wide terminal, one line under the table on a
     # narrow one (this run's, at xdist's 80 columns).
@@ -233,7 +239,7 @@ def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
     )
 
     monkeypatch.setenv("WORK", "4")
-    heavier = project.runpytest_subprocess("--perfgate")
+    heavier = project.runpytest("--perfgate")
     assert heavier.ret == pytest.ExitCode.TESTS_FAILED, heavier.stdout.str()
     heavier.assert_outcomes(passed=1, failed=1)
     heavier.stdout.fnmatch_lines(
@@ -249,7 +255,7 @@ def test_record_then_pass_then_a_four_times_heavier_step_fails_on_step_time(
 
 def test_update_refuses_a_dirty_tree(project: pytest.Pytester) -> None:
     (project.path / "test_bench.py").write_text(BENCHMARK + "\n# edited\n")
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-update")
+    result = project.runpytest("--perfgate", "--perfgate-update")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*the working tree has uncommitted changes*pass --perfgate-allow-dirty*"]
@@ -270,9 +276,7 @@ def test_marker_names_the_benchmark_and_tightens_its_threshold(
     project: pytest.Pytester,
 ) -> None:
     project.makepyfile(test_marked=MARKED)
-    result = project.runpytest_subprocess(
-        "--perfgate", "--perfgate-profiler=none", "test_marked.py"
-    )
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", "test_marked.py")
     result.assert_outcomes(passed=1)
     results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
     [run] = results["runs"]
@@ -291,9 +295,9 @@ def test_comparing_the_results_file_again_reaches_the_plugins_verdict(
     project.makepyfile(test_marked=MARKED)
     _commit_all(project.path, "a marked benchmark")  # a baseline of HEAD measures HEAD's file
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", "test_marked.py")
-    project.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
+    project.runpytest(*args, "--perfgate-update").assert_outcomes(passed=1)
     _commit_all(project.path, "perfgate: baselines")
-    project.runpytest_subprocess(*args)  # its verdict is the runner's to decide
+    project.runpytest(*args)  # its verdict is the runner's to decide
     results = project.path / "perfgate-out" / "results.json"
     [run] = json.loads(results.read_text())["runs"]
     assert run["judged_by"]["thresholds"] == {"step_time": {"max_increase": "1%"}}
@@ -341,7 +345,7 @@ def test_a_bad_marker_argument_fails_with_the_allowed_ones(project: pytest.Pytes
             perfgate.run(lambda: None, steps=2, warmup=0)
         """
     )
-    result = project.runpytest_subprocess("--perfgate", "test_bad.py")
+    result = project.runpytest("--perfgate", "test_bad.py")
     assert result.ret != 0
     result.stdout.fnmatch_lines(
         [
@@ -364,9 +368,7 @@ def test_parallel_workers_hand_their_results_to_one_report(
             perfgate.run(lambda: sum(range(3000)), steps=4, warmup=1)
         """
     )
-    result = project.runpytest_subprocess(
-        "--perfgate", "--perfgate-profiler=none", "-n", "2", "test_more.py"
-    )
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", "-n", "2", "test_more.py")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*= perfgate =*", "loop_a*no-baseline*", "loop_b*no-baseline*"])
     results = json.loads((project.path / "perfgate-out" / "results.json").read_text())
@@ -404,7 +406,7 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
     project: pytest.Pytester,
 ) -> None:
     first = _quick_benchmark(project)
-    recorded = project.runpytest_subprocess(
+    recorded = project.runpytest(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_quick.py"
     )
     recorded.assert_outcomes(passed=1)
@@ -414,7 +416,7 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
     (project.path / "notes.txt").write_text("later work\n")
     _commit_all(project.path, "later work")
 
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate",
         "--perfgate-profiler=none",
         f"--perfgate-baseline-ref={first[:10]}",
@@ -429,7 +431,7 @@ def test_baseline_ref_picks_the_baseline_and_an_unknown_ref_is_a_usage_error(
     # The update's extra processes' records and traces were left beside this run's profile.
     assert not processes.exists()
 
-    unknown = project.runpytest_subprocess("--perfgate", "--perfgate-baseline-ref=nosuchref")
+    unknown = project.runpytest("--perfgate", "--perfgate-baseline-ref=nosuchref")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
     unknown.stderr.fnmatch_lines(["*perfgate:*nosuchref*"])
 
@@ -441,11 +443,11 @@ def test_stored_baselines_that_git_cannot_look_up_fail_the_benchmark(
     # checkout owned by another user) read as "no-baseline": a pass over a 6× slower step.
     _quick_benchmark(project)
     run = ("--perfgate", "--perfgate-profiler=none", "test_quick.py")
-    project.runpytest_subprocess(*run, "--perfgate-update").assert_outcomes(passed=1)
+    project.runpytest(*run, "--perfgate-update").assert_outcomes(passed=1)
     _commit_all(project.path, "perfgate: baselines")
     [env] = [p.name for p in (project.path / "baselines" / "loop").iterdir()]
     (project.path / ".git").rename(project.path / "git-kept")
-    result = project.runpytest_subprocess(*run)
+    result = project.runpytest(*run)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -457,7 +459,7 @@ def test_stored_baselines_that_git_cannot_look_up_fail_the_benchmark(
     )
     (project.path / "git-kept").rename(project.path / ".git")
     monkeypatch.setenv("GIT_PYTHON_GIT_EXECUTABLE", str(project.path / "no-git"))
-    result = project.runpytest_subprocess(*run)
+    result = project.runpytest_subprocess(*run)  # GitPython reads it when it is imported
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [f"loop: error: 1 baseline(s) of loop on {env} are stored, but none can be looked up: *"]
@@ -479,12 +481,12 @@ def test_a_damaged_baseline_fails_the_benchmark_and_is_no_missing_one(
     # passed, and every change went through unjudged.
     _quick_benchmark(project)
     run = ("--perfgate", "--perfgate-profiler=none", "test_quick.py")
-    project.runpytest_subprocess(*run, "--perfgate-update").assert_outcomes(passed=1)
+    project.runpytest(*run, "--perfgate-update").assert_outcomes(passed=1)
     [stored] = (project.path / "baselines" / "loop").rglob("*.json")
     text = stored.read_text(encoding="utf-8")
     stored.write_text(text[: len(text) // 2], encoding="utf-8")
 
-    result = project.runpytest_subprocess(*run)
+    result = project.runpytest(*run)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -690,7 +692,7 @@ def test_a_fixture_may_measure_in_its_teardown(
     # A yield fixture measuring after the test was refused as "measured nothing" while the
     # table showed its measurement.
     project.makepyfile(test_fixtures=MEASURED_BY_FIXTURES)
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-profiler=none", *workers, "test_fixtures.py"
     )
     outcomes = result.parseoutcomes()
@@ -717,9 +719,7 @@ def test_careless_benchmarks_fail_saying_what_to_change(
     project: pytest.Pytester, workers: list[str]
 ) -> None:
     project.makepyfile(test_misuse=MISUSE)
-    result = project.runpytest_subprocess(
-        "--perfgate", "--perfgate-profiler=none", *workers, "test_misuse.py"
-    )
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", *workers, "test_misuse.py")
     outcomes = result.parseoutcomes()
     # The set and the NaN were a traceback out of pytest_sessionfinish (no results at all);
     # under xdist the set silently dropped the benchmark from the results.
@@ -791,7 +791,7 @@ def test_the_results_say_which_tests_failed_for_other_reasons_than_a_verdict(
 ) -> None:
     project.makepyfile(test_elsewhere=FAILING_ELSEWHERE)
     run = ("--perfgate", "--perfgate-profiler=none", *workers, "test_elsewhere.py")
-    result = project.runpytest_subprocess(*run)
+    result = project.runpytest(*run)
     result.assert_outcomes(passed=2, failed=2, errors=1)
     document = json.loads((project.path / "perfgate-out" / "results.json").read_text())
     assert document["strict"] is False
@@ -803,7 +803,7 @@ def test_the_results_say_which_tests_failed_for_other_reasons_than_a_verdict(
         {"test": "test_elsewhere.py::test_teardown", "when": "teardown"},
     ]
     # --perfgate-strict fails a benchmark without baseline: that failure is its verdict's.
-    result = project.runpytest_subprocess(*run, "--perfgate-strict", "-k", "gated")
+    result = project.runpytest(*run, "--perfgate-strict", "-k", "gated")
     result.assert_outcomes(failed=1)
     document = json.loads((project.path / "perfgate-out" / "results.json").read_text())
     assert (document["strict"], document["failed_elsewhere"]) == (True, [])
@@ -841,7 +841,7 @@ def test_refusals_across_workers_and_verdicts_in_fixtures_keep_the_results_reada
     project: pytest.Pytester, workers: list[str]
 ) -> None:
     project.makepyfile(test_refused=REFUSED_EVERYWHERE)
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-profiler=none", "--perfgate-strict", *workers, "test_refused.py"
     )
     # Four cases of one misspelt marker on two workers, each saying its own node id, were
@@ -886,7 +886,7 @@ def test_a_rerun_benchmark_is_one_run_in_the_results_its_last_attempt(
 ) -> None:
     pytest.importorskip("pytest_rerunfailures")
     project.makepyfile(test_flaky=FLAKY)
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-profiler=none", "--reruns", "1", *workers, "test_flaky.py"
     )
     # Each attempt added a run of 'flaky': pytest green, and a results file that compare,
@@ -926,7 +926,7 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     (out / "report.html").write_text(
         '<meta name="generator" content="perfgate 0.1"><h1>pass</h1>\n'
     )
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-profiler=none", "--perfgate-html=perfgate-out/report.html",
         "-k", "nothing",
     )  # fmt: skip
@@ -935,7 +935,7 @@ def test_a_benchmark_that_crashes_is_an_error_in_every_report(project: pytest.Py
     assert not (out / "summary.md").exists()
     assert not (out / "report.html").exists()
 
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "test_crash.py")
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", "test_crash.py")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -1025,9 +1025,7 @@ def test_every_crash_of_a_benchmark_is_an_error_in_the_reports_but_skips_and_xfa
     # the session). An xfail-marked crash was an error there, failing the job's summary over
     # a green pytest.
     project.makepyfile(test_crash=CRASHING_OTHERWISE)
-    result = project.runpytest_subprocess(
-        "--perfgate", "--perfgate-profiler=none", *workers, "test_crash.py"
-    )
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", *workers, "test_crash.py")
     result.assert_outcomes(passed=1, failed=5, skipped=1, xfailed=1)
     runs = json.loads((project.path / "perfgate-out" / "results.json").read_text())["runs"]
     said = {r["benchmark"]: (r["verdict"], r["comparison"]["notes"]) for r in runs}
@@ -1064,7 +1062,7 @@ def test_from_a_subfolder_the_settings_and_store_are_the_repositorys(
         pytester.path, {"perfgate.yaml": ONE_PROCESS, "bench/test_loop.py": LOOP}, "benchmarks"
     )
     monkeypatch.chdir(pytester.path / "bench")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "test_loop.py"
     )
     result.assert_outcomes(passed=1)
@@ -1075,7 +1073,7 @@ def test_from_a_subfolder_the_settings_and_store_are_the_repositorys(
     assert not (pytester.path / "bench" / "baselines").exists()
     assert (pytester.path / "perfgate-out" / "results.json").is_file()
     # A path given on the command line is the caller's, as any shell user reads it.
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--perfgate", "--perfgate-profiler=none", "--perfgate-out=mine", "test_loop.py"
     )
     result.assert_outcomes(passed=1)
@@ -1091,7 +1089,7 @@ def test_ini_paths_are_the_ini_files(
     repo.write("bench/test_loop.py", LOOP)
     repo.commit("benchmarks")
     monkeypatch.chdir(pytester.path / "bench")
-    result = pytester.runpytest_subprocess("--perfgate", "--perfgate-profiler=none")
+    result = pytester.runpytest("--perfgate", "--perfgate-profiler=none")
     # It read conf/gate.yaml from the folder pytest started in: "configuration file not found".
     result.assert_outcomes(passed=1)
     assert (pytester.path / "out" / "results.json").is_file()
@@ -1114,7 +1112,7 @@ def test_report_paths_are_checked_before_anything_runs(
     project: pytest.Pytester, options: list[str], says: str
 ) -> None:
     (project.path / "reports").mkdir()
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", *options)
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", *options)
     # They were found out after every benchmark had run, with pytest's internal-error code;
     # and json = html left the HTML page in the results file, exit 0.
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -1127,7 +1125,7 @@ def test_session_settings_that_cannot_work_are_usage_errors(
 ) -> None:
     pytester.makepyfile(test_loop=LOOP)
     # Outside git: each benchmark was measured, then each test failed the same way.
-    result = pytester.runpytest_subprocess("--perfgate", "--perfgate-update")
+    result = pytester.runpytest("--perfgate", "--perfgate-update")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
@@ -1138,7 +1136,7 @@ def test_session_settings_that_cannot_work_are_usage_errors(
     )
     # A repository without commits was said to be no repository.
     subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
-    result = pytester.runpytest_subprocess("--perfgate", "--perfgate-update")
+    result = pytester.runpytest("--perfgate", "--perfgate-update")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
@@ -1148,12 +1146,12 @@ def test_session_settings_that_cannot_work_are_usage_errors(
     )
     shutil.rmtree(pytester.path / ".git")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))
-    result = pytester.runpytest_subprocess("--perfgate")
+    result = pytester.runpytest("--perfgate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: perfgate: $GITHUB_STEP_SUMMARY: * is no file*"])
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     pytester.makeini("[pytest]\nperfgate_strict = maybe\n")
-    result = pytester.runpytest_subprocess("--perfgate")
+    result = pytester.runpytest("--perfgate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: perfgate: ini option perfgate_strict: *'maybe'* (expected true or false)"]
@@ -1196,7 +1194,7 @@ def test_a_misspelt_benchmarks_entry_is_named_with_the_benchmark_it_missed(
         "  resnet50_train: {thresholds: {step_time: {max_increase: 50%}}}\n"
     )
     _quick_benchmark(project)
-    result = project.runpytest_subprocess("--perfgate", "--perfgate-profiler=none", "test_quick.py")
+    result = project.runpytest("--perfgate", "--perfgate-profiler=none", "test_quick.py")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -1233,11 +1231,9 @@ def test_a_module_or_class_marker_leaves_the_plain_tests_in_it_alone(
     # every plain test of the module in normal runs (an error with --perfgate): unit tests
     # silently never ran in CI.
     pytester.makepyfile(test_marked=MODULE_MARKED)
-    result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, skipped=1)
-    result = pytester.runpytest_subprocess(
-        "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider"
-    )
+    result = pytester.runpytest("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
     assert [run["benchmark"] for run in results["runs"]] == ["loop"]
@@ -1252,8 +1248,8 @@ def test_a_marker_on_a_test_without_the_fixture_runs_it_as_a_plain_test(
     pytester.makepyfile(
         test_plain="import pytest\n\n@pytest.mark.perfgate(steps=3)\ndef test_x():\n    pass\n"
     )
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("--perfgate", "-p", "no:cacheprovider")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    result = pytester.runpytest("--perfgate", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*marks a test that does not take the perfgate fixture*"])
 
@@ -1266,7 +1262,7 @@ def test_update_with_pytests_cache_options_measures_in_every_process(
     project.path.joinpath("test_bench.py").write_text(LOOP)
     _commit_all(project.path, "loop")
     monkeypatch.setenv("PYTEST_ADDOPTS", "--ff --sw")
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "--lf", "--lfnf", "all"
     )
     result.assert_outcomes(passed=1)
@@ -1284,9 +1280,7 @@ def test_a_measuring_process_that_fails_is_said_in_the_terminal(project: pytest.
     project.path.joinpath("test_bench.py").write_text(LOOP)
     project.path.joinpath("tox.ini").write_text("[pytest]\naddopts = --lf\n")
     _commit_all(project.path, "loop, --lf in the ini")
-    result = project.runpytest_subprocess(
-        "--perfgate", "--perfgate-update", "--perfgate-profiler=none"
-    )
+    result = project.runpytest("--perfgate", "--perfgate-update", "--perfgate-profiler=none")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -1325,7 +1319,7 @@ def test_a_benchmark_whose_fixture_fails_is_an_error_in_every_report(
     # It was in no report: the table, summary.md and the PR comment said "no-baseline" for
     # the one that ran, over a benchmark that never measured.
     pytester.makepyfile(test_setup=SETUP_FAILS)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", *workers
     )
     result.assert_outcomes(passed=1, errors=2)
@@ -1371,7 +1365,7 @@ def test_a_baseline_of_another_file_under_the_same_name_is_incomparable(
     }
     repo = _committed_project(pytester.path, shards, "two shards")
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
-    pytester.runpytest_subprocess(*args, "--perfgate-update", "a").assert_outcomes(passed=3)
+    pytester.runpytest(*args, "--perfgate-update", "a").assert_outcomes(passed=3)
     baselines = pytester.path / "baselines"
     [stored] = (baselines / "train").glob("*/*.json")
     assert json.loads(stored.read_text())["test"] == {"id": "a/test_m.py::test_train"}
@@ -1382,7 +1376,7 @@ def test_a_baseline_of_another_file_under_the_same_name_is_incomparable(
     }
     repo.commit("baselines")
 
-    result = pytester.runpytest_subprocess(*args, "b")
+    result = pytester.runpytest(*args, "b")
     result.assert_outcomes(passed=1)
     results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
     [run] = results["runs"]
@@ -1392,7 +1386,7 @@ def test_a_baseline_of_another_file_under_the_same_name_is_incomparable(
         "this run: b/test_m2.py::test_train)"
     )
     # The test itself, from the top this time, is compared with its own baseline.
-    result = pytester.runpytest_subprocess(*args, "a/test_m.py::test_train")
+    result = pytester.runpytest(*args, "a/test_m.py::test_train")
     result.assert_outcomes(passed=1)
     results = json.loads((pytester.path / "perfgate-out" / "results.json").read_text())
     assert results["runs"][0]["verdict"] in ("pass", "unstable")
@@ -1415,7 +1409,7 @@ def test_a_noisy_baseline_keeps_the_time_budget_and_says_so_in_every_report(
     # summary.md: only the baseline file said it.
     settings = "statistics: {processes: 1, max_cv: 1%, max_seconds: 0.3}\n"
     _committed_project(pytester.path, {"perfgate.yaml": settings, "test_noisy.py": NOISY}, "noisy")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1)
@@ -1464,7 +1458,7 @@ def test_update_records_only_the_baselines_of_tests_that_pass(project: pytest.Py
     project.path.joinpath("test_bench.py").write_text(AFTER_MEASURING)
     project.path.joinpath("perfgate.yaml").write_text("statistics: {processes: 1}\n")
     _commit_all(project.path, "tests that fail after measuring")
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1, failed=2, skipped=1, xfailed=1)
@@ -1487,7 +1481,7 @@ def test_update_records_only_the_baselines_of_tests_that_pass(project: pytest.Py
     ]
     assert runs["wrong_output"]["samples"]  # measured: the figures stay in the results
     # Without --perfgate-update, a second run is an error too, not the first one's verdict.
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider", "-k", "twice"
     )
     result.assert_outcomes(failed=1)
@@ -1497,9 +1491,7 @@ def test_update_records_only_the_baselines_of_tests_that_pass(project: pytest.Py
 
 def test_collect_only_starts_no_measuring_process(project: pytest.Pytester) -> None:
     # --co with --perfgate-update started the two extra measuring processes (15 s here).
-    result = project.runpytest_subprocess(
-        "--perfgate", "--perfgate-update", "--co", "-p", "no:cacheprovider"
-    )
+    result = project.runpytest("--perfgate", "--perfgate-update", "--co", "-p", "no:cacheprovider")
     assert result.ret == 0
     assert "measuring in process" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*<Function test_matmul>*"])
@@ -1515,11 +1507,11 @@ def test_baselines_in_another_folders_store_are_named_not_passed_over_silently(
     repo = _committed_project(pytester.path, bench, "benchmarks in bench/")
     monkeypatch.chdir(pytester.path / "bench")
     args = ("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
-    pytester.runpytest_subprocess(*args, "--perfgate-update").assert_outcomes(passed=1)
+    pytester.runpytest(*args, "--perfgate-update").assert_outcomes(passed=1)
     assert (pytester.path / "bench" / "baselines" / "loop").is_dir()
     repo.commit("baselines")
     monkeypatch.chdir(pytester.path)
-    result = pytester.runpytest_subprocess(*args)
+    result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1)
     store = pytester.path / "bench" / "baselines"
     result.stdout.fnmatch_lines(
@@ -1530,9 +1522,7 @@ def test_baselines_in_another_folders_store_are_named_not_passed_over_silently(
 def test_outside_git_the_hint_says_to_commit_first(pytester: pytest.Pytester) -> None:
     # It said "record them with --perfgate-update", which refuses exactly there.
     pytester.makepyfile(test_loop=LOOP)
-    result = pytester.runpytest_subprocess(
-        "--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider"
-    )
+    result = pytester.runpytest("--perfgate", "--perfgate-profiler=none", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["no baselines without a commit: baselines are kept by git *"])
     assert "no baseline yet for some benchmarks" not in result.stdout.str()
@@ -1547,7 +1537,7 @@ def test_update_refuses_a_benchmark_file_that_head_does_not_hold(
     repo = _committed_project(pytester.path, files, "one benchmark")
     repo.write("test_new.py", LOOP.replace("def test_loop", "def test_fresh"))
     args = ("--perfgate", "--perfgate-update", "--perfgate-profiler=none", "-p", "no:cacheprovider")
-    result = pytester.runpytest_subprocess(*args)
+    result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
@@ -1556,6 +1546,6 @@ def test_update_refuses_a_benchmark_file_that_head_does_not_hold(
         ]
     )
     assert sorted(p.name for p in (pytester.path / "baselines").iterdir()) == ["loop"]
-    result = pytester.runpytest_subprocess(*args, "--perfgate-allow-dirty")
+    result = pytester.runpytest(*args, "--perfgate-allow-dirty")
     result.assert_outcomes(passed=2)
     assert sorted(p.name for p in (pytester.path / "baselines").iterdir()) == ["fresh", "loop"]

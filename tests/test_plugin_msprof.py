@@ -12,7 +12,7 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GitRepo
+from conftest import GitRepo, load_for_in_process_runs
 
 TESTS = Path(__file__).parent
 WORKLOADS = TESTS / "data" / "msprof_workloads"
@@ -24,6 +24,12 @@ def test_train(perfgate):
     perfgate.command([sys.executable, {str(WORKLOADS / "train_steps.py")!r},
                       "--steps", "12", "--warmup", "2"])
 """
+
+
+@pytest.fixture(autouse=True)
+def _in_process_runs() -> None:
+    """``runpytest`` runs pytest --perfgate in this process (conftest explains)."""
+    load_for_in_process_runs()
 
 
 @pytest.fixture
@@ -48,7 +54,7 @@ def ascend_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
 def test_an_extra_host_copy_under_msprof_fails_on_copy_ratio_and_names_it(
     ascend_runner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorded = ascend_runner.runpytest_subprocess("--perfgate", "--perfgate-update")
+    recorded = ascend_runner.runpytest("--perfgate", "--perfgate-update")
     recorded.assert_outcomes(passed=1)
     [baseline] = list((ascend_runner.path / "baselines" / "train").glob("*/*.json"))
     stored = json.loads(baseline.read_text())
@@ -66,7 +72,7 @@ def test_an_extra_host_copy_under_msprof_fails_on_copy_ratio_and_names_it(
     repo.index.commit("perfgate: baselines")
 
     monkeypatch.setenv("PERFGATE_FAKE_MSPROF_WORKLOAD", str(WORKLOADS / "regressed.json"))
-    result = ascend_runner.runpytest_subprocess("--perfgate")
+    result = ascend_runner.runpytest("--perfgate")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -108,7 +114,7 @@ def test_without_msprof_on_path_the_benchmark_fails_saying_how_to_fix_it(
 ) -> None:
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin")
     kept = ascend_runner.path / "perfgate-out" / "profiles" / "train"
-    result = ascend_runner.runpytest_subprocess("--perfgate", "--perfgate-profiler=msprof")
+    result = ascend_runner.runpytest("--perfgate", "--perfgate-profiler=msprof")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*msprof not found on PATH*set_env.sh*"])
     # Said before the timed rounds (5 runs of a training script can take minutes): the
@@ -117,7 +123,7 @@ def test_without_msprof_on_path_the_benchmark_fails_saying_how_to_fix_it(
 
     # On a runner with NPUs, `auto` measured step times alone when msprof was missing (the
     # CANN environment not sourced): incomparable with the msprof baseline, and a pass.
-    result = ascend_runner.runpytest_subprocess("--perfgate")
+    result = ascend_runner.runpytest("--perfgate")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
@@ -130,7 +136,7 @@ def test_without_msprof_on_path_the_benchmark_fails_saying_how_to_fix_it(
     assert run["verdict"] == "error"
     # Without NPUs (a CPU runner), `auto` is step time only, as before.
     monkeypatch.setenv("PERFGATE_DEV_ROOT", str(ascend_runner.path / "no-devices"))
-    result = ascend_runner.runpytest_subprocess("--perfgate")
+    result = ascend_runner.runpytest("--perfgate")
     result.assert_outcomes(passed=1)
     [run] = json.loads((ascend_runner.path / "perfgate-out" / "results.json").read_text())["runs"]
     assert run["parameters"]["profiler"] == "none"
