@@ -11,7 +11,7 @@ Defaults::
     statistics: {alpha: 0.01, min_steps: 10, lookback: 8, max_cv: 10%,
                  rounds: 5, max_rounds: 15, processes: 3, max_seconds: 120, ab_pairs: 4,
                  session_noise: 20%}
-    measure:    {threads: auto, pin_cpu: auto}
+    measure:    {threads: auto, pin_cpu: auto, keep_memory: auto}
     advisor:    {free_ratio: 15%, copy_ratio: 25%, small_kernel_us: 50us, small_kernel_run: 8,
                  sync_ratio: 5%, comm_ratio: 30%, imbalance: 5%, ai_cpu_share: 0%,
                  utilization: 60%, disable: []}
@@ -316,7 +316,7 @@ def _parse_statistics(section: object, where: str, base: Statistics) -> Statisti
 
 
 def _parse_measure(section: object, where: str) -> MeasureSettings:
-    section = _check_keys(section, ("threads", "pin_cpu"), where)
+    section = _check_keys(section, ("threads", "pin_cpu", "keep_memory"), where)
     settings = MeasureSettings()
     if "threads" in section:
         threads = section["threads"]
@@ -328,6 +328,11 @@ def _parse_measure(section: object, where: str) -> MeasureSettings:
         if pin != "auto":
             pin = _bool(pin, f"{where}.pin_cpu")
         settings = replace(settings, pin_cpu=pin)
+    if "keep_memory" in section:
+        keep = section["keep_memory"]
+        if keep != "auto":
+            keep = _bool(keep, f"{where}.keep_memory")
+        settings = replace(settings, keep_memory=keep)
     return settings
 
 

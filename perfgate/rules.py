@@ -202,10 +202,12 @@ class MeasureSettings:
     """How the runner is quietened for the measured rounds: torch intra-op ``threads``
     (``auto``: 1 when the benchmark runs on the CPU, torch's own choice on an accelerator)
     and ``pin_cpu`` (pin the process to the least busy CPU; ``auto``: off — on a shared
-    VM it bought no isolation)."""
+    VM it bought no isolation), ``keep_memory`` (glibc's malloc keeps freed memory in the
+    process instead of mapping and faulting it in again every step; ``auto``: on the CPU)."""
 
     threads: int | str = "auto"
     pin_cpu: bool | str = "auto"
+    keep_memory: bool | str = "auto"
 
 
 @dataclass(frozen=True)

@@ -431,6 +431,7 @@ def test_numbers_read_as_written_and_merge_keys_share_settings(tmp_path: Path) -
     for text, said in (
         ("statistics: {max_rounds: 2:00}\n", "statistics.max_rounds: '2:00' is not a whole"),
         ("measure: {threads: 0x10}\n", "measure.threads: '0x10' is not a whole number"),
+        ("measure: {keep_memory: sometimes}\n", "measure.keep_memory: 'sometimes'"),
     ):
         path.write_text(text)
         with pytest.raises(ConfigError) as caught:

@@ -91,6 +91,7 @@ HARD_FINGERPRINT_FIELDS = (
     "aic_metrics",
     "task_basis",
     "threads",
+    "malloc",
 )
 # How far (as a share of the threshold) the current run must lie beyond the most extreme
 # look-back run to count as outside the between-run spread; measured in

@@ -3,7 +3,8 @@
 * :func:`pinned` holds torch's intra-op threads and the process's CPU affinity fixed while
   rounds run (as asv's ``--cpu-affinity`` and pyperf's tuning do): on a shared 2-vCPU runner
   torch's default threads turn a 1.5 ms step into 15 ms with 100 ms outliers, and one
-  thread on one core gives back 1.5 ms.
+  thread on one core gives back 1.5 ms. With ``keep_memory`` it also asks glibc's malloc
+  to keep freed memory in the process (:func:`keep_freed_memory`).
 * :class:`LoadMeter` reads ``/proc/stat`` around the rounds: how much CPU the *other*
   processes used meanwhile (and the hypervisor's steal), so a report can say "the runner was
   busy" instead of blaming the code.
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import shlex
@@ -29,19 +31,58 @@ _STEAL_FIELD = 7
 
 @dataclass(frozen=True)
 class Pinning:
-    """What the rounds ran with: torch intra-op threads and the CPUs allowed (None: as the
-    process had them)."""
+    """What the rounds ran with: torch intra-op threads, the CPUs allowed (None: as the
+    process had them) and glibc's malloc (``kept``: :func:`keep_freed_memory` took effect;
+    ``system``: its own thresholds)."""
 
     threads: int | None
     cpus: tuple[int, ...] | None
+    malloc: str = "system"
 
     def fingerprint(self) -> dict[str, int | str]:
-        out: dict[str, int | str] = {}
+        out: dict[str, int | str] = {"malloc": self.malloc}
         if self.threads is not None:
             out["threads"] = self.threads
         if self.cpus is not None:
             out["cpus_pinned"] = len(self.cpus)
         return out
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# The largest threshold glibc's own adaptation reaches (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit).
+_MMAP_THRESHOLD_BYTES = 32 * 2**20
+_NEVER_TRIM_BYTES = 2**31 - 1
+_memory_kept = False
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep the memory a step frees for the next step: blocks up to
+    32 MiB come from the heap rather than a fresh ``mmap`` each, and the heap's top is not
+    given back to the kernel. Otherwise each step's large tensors may be mapped, faulted in
+    page by page and unmapped again, at a cost that varies with the machine's memory
+    pressure: on a shared 2-vCPU VM the medians of fresh processes of the example CNN
+    spread 24-41 ms with glibc's own thresholds and 24-29 ms with these.
+
+    Holds for the rest of the process (glibc cannot return to its adaptive thresholds).
+    Returns whether it is in effect: False where the C library is not glibc (musl, macOS).
+    """
+    global _memory_kept
+    if _memory_kept:
+        return True
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc alone has it; others' mallopt differs
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    _memory_kept = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM_BYTES)
+    )
+    return _memory_kept
 
 
 def _cpu_times() -> dict[str, list[int]] | None:
@@ -80,10 +121,11 @@ def least_busy_cpu(allowed: set[int], sample_s: float = 0.05) -> int:
 
 
 @contextlib.contextmanager
-def pinned(threads: int | None, pin_cpu: bool) -> Iterator[Pinning]:
+def pinned(threads: int | None, pin_cpu: bool, keep_memory: bool = False) -> Iterator[Pinning]:
     """Run the block with torch's intra-op threads set to ``threads`` (when torch is in use
     and ``threads`` is not None) and, with ``pin_cpu``, the process pinned to the least busy
-    CPU it may use. Both are restored afterwards."""
+    CPU it may use. Both are restored afterwards. ``keep_memory``: :func:`keep_freed_memory`
+    first (not undone: see there)."""
     torch = sys.modules.get("torch")
     old_threads = torch.get_num_threads() if torch is not None else None
     can_pin = pin_cpu and hasattr(os, "sched_setaffinity")
@@ -96,7 +138,12 @@ def pinned(threads: int | None, pin_cpu: bool) -> Iterator[Pinning]:
             cpu = least_busy_cpu(old_cpus)
             os.sched_setaffinity(0, {cpu})
             cpus = (cpu,)
-        yield Pinning(threads=threads if torch is not None else None, cpus=cpus)
+        kept = keep_freed_memory() if keep_memory else _memory_kept
+        yield Pinning(
+            threads=threads if torch is not None else None,
+            cpus=cpus,
+            malloc="kept" if kept else "system",
+        )
     finally:
         if torch is not None and old_threads is not None:
             torch.set_num_threads(old_threads)

@@ -134,8 +134,8 @@ class Benchmark:
                 step_fn()
                 sync()
 
-            threads, pin_cpu = self._quieting()
-            with runner.pinned(threads, pin_cpu) as pinning:
+            threads, pin_cpu, keep_memory = self._quieting()
+            with runner.pinned(threads, pin_cpu, keep_memory) as pinning:
                 meter = runner.LoadMeter()
                 meter.start()
                 timing = measure.Timing(process=self.session.process)
@@ -173,10 +173,10 @@ class Benchmark:
             self.keep_failure(exception_line(exc))
             raise
 
-    def _quieting(self) -> tuple[int | None, bool]:
-        """torch threads and CPU pinning for the rounds: ``threads: auto`` is one thread on
-        the CPU (on an accelerator the host threads feed the device), ``pin_cpu: auto`` is
-        off."""
+    def _quieting(self) -> tuple[int | None, bool, bool]:
+        """torch threads, CPU pinning and glibc's malloc for the rounds: ``threads: auto``
+        is one thread on the CPU (on an accelerator the host threads feed the device),
+        ``pin_cpu: auto`` is off, ``keep_memory: auto`` is on on the CPU."""
         settings = self.session.settings.measure
         on_cpu = measure.accelerator() is None
         threads = settings.threads
@@ -184,9 +184,11 @@ class Benchmark:
         # Pinning to one CPU is off by default: measured on a shared 2-vCPU runner it bought
         # no isolation (the neighbours crowd onto the pinned CPU) and cost up to 30%
         # (docs/verdict-quality.md). One torch thread cut the spread between processes 3–6×.
+        keep = settings.keep_memory
         return (
             (1 if on_cpu else None) if threads == "auto" else int(threads),
             False if pin == "auto" else bool(pin),
+            on_cpu if keep == "auto" else bool(keep),
         )
 
     def _profiled_record(
