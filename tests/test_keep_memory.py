@@ -61,3 +61,27 @@ def test_kept_memory_is_not_mapped_afresh_and_the_fingerprint_says_so() -> None:
     assert system["mapped"] == 1  # glibc's own thresholds: a fresh mapping
     assert system["malloc"] == system["later"] == "system"
     assert system["fingerprint"] == {"malloc": "system"}
+
+
+class _Musl:
+    """A C library with mallopt but not glibc's (musl has no gnu_get_libc_version)."""
+
+    def __init__(self, name: object) -> None:
+        self.mallopt = lambda *args: 1
+
+
+@pytest.mark.parametrize(
+    "library",
+    [_Musl, lambda name: (_ for _ in ()).throw(TypeError("no CDLL(None)"))],
+    ids=["musl", "windows"],
+)
+def test_another_c_library_keeps_its_own_malloc_and_says_system(
+    monkeypatch: pytest.MonkeyPatch, library: object
+) -> None:
+    from perfgate.profilers import runner
+
+    monkeypatch.setattr(runner, "_memory_kept", False)  # as in a fresh process
+    monkeypatch.setattr(runner.ctypes, "CDLL", library)
+    assert runner.keep_freed_memory() is False
+    with runner.pinned(None, False, keep_memory=True) as pinning:
+        assert pinning.malloc == "system"

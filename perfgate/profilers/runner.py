@@ -75,7 +75,7 @@ def keep_freed_memory() -> bool:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - glibc alone has it; others' mallopt differs
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: no CDLL(None) (Windows)
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
