@@ -4,6 +4,7 @@ Each case runs in a Python of its own: the setting holds for the rest of a proce
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def test_another_c_library_keeps_its_own_malloc_and_says_system(
     from perfgate.profilers import runner
 
     monkeypatch.setattr(runner, "_memory_kept", False)  # as in a fresh process
-    monkeypatch.setattr(runner.ctypes, "CDLL", library)
+    monkeypatch.setattr(ctypes, "CDLL", library)
     assert runner.keep_freed_memory() is False
     with runner.pinned(None, False, keep_memory=True) as pinning:
         assert pinning.malloc == "system"
