@@ -323,16 +323,12 @@ def _parse_measure(section: object, where: str) -> MeasureSettings:
         if threads != "auto":
             threads = _int(threads, f"{where}.threads", 1)
         settings = replace(settings, threads=threads)
-    if "pin_cpu" in section:
-        pin = section["pin_cpu"]
-        if pin != "auto":
-            pin = _bool(pin, f"{where}.pin_cpu")
-        settings = replace(settings, pin_cpu=pin)
-    if "keep_memory" in section:
-        keep = section["keep_memory"]
-        if keep != "auto":
-            keep = _bool(keep, f"{where}.keep_memory")
-        settings = replace(settings, keep_memory=keep)
+    for key in ("pin_cpu", "keep_memory"):  # true, false or auto
+        if key in section:
+            value = section[key]
+            if value != "auto":
+                value = _bool(value, f"{where}.{key}")
+            settings = replace(settings, **{key: value})
     return settings
 
 
