@@ -63,7 +63,7 @@ def keep_freed_memory() -> bool:
     given back to the kernel. Otherwise each step's large tensors may be mapped, faulted in
     page by page and unmapped again, at a cost that varies with the machine's memory
     pressure: on a shared 2-vCPU VM the medians of fresh processes of the example CNN
-    spread 24-41 ms with glibc's own thresholds and 24-29 ms with these.
+    spread 25-40 ms with glibc's own thresholds and 21-26 ms with these (10 processes each).
 
     Holds for the rest of the process (glibc cannot return to its adaptive thresholds).
     Returns whether it is in effect: False where the C library is not glibc (musl, macOS).
