@@ -98,8 +98,10 @@ _RUN_IMPORTS = ("numpy", "pandas", "scipy.special", "scipy.stats", "pyarrow.csv"
 _loaded_for_runs = False
 
 
-def load_for_in_process_runs() -> None:
-    """Import, once in this process, what pytester's in-process runs of the plugin import.
+@pytest.fixture
+def in_process_runs() -> None:
+    """Import, once in this process, what pytester's in-process runs of the plugin import
+    (a module of such tests: ``pytestmark = pytest.mark.usefixtures("in_process_runs")``).
 
     ``pytester.runpytest`` runs pytest in this process (a fresh Python per run cost 5 s of
     imports: pandas, scipy, torch), and when the run ends it drops the modules the run

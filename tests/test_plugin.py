@@ -12,7 +12,10 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GitRepo, load_for_in_process_runs
+from conftest import GitRepo
+
+# runpytest runs pytest --perfgate in this process (conftest's in_process_runs explains).
+pytestmark = pytest.mark.usefixtures("in_process_runs")
 
 # A benchmark whose work per step is set by the environment: WORK=4 is 4× heavier.
 BENCHMARK = """
@@ -35,12 +38,6 @@ def test_matmul(perfgate):
 def test_plain():
     assert True
 """
-
-
-@pytest.fixture(autouse=True)
-def _in_process_runs() -> None:
-    """``runpytest`` runs pytest --perfgate in this process (conftest explains)."""
-    load_for_in_process_runs()
 
 
 @pytest.fixture

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GitRepo, load_for_in_process_runs
+from conftest import GitRepo
+
+# runpytest runs pytest --perfgate in this process (conftest's in_process_runs explains).
+pytestmark = pytest.mark.usefixtures("in_process_runs")
 
 TESTS = Path(__file__).parent
 WORKLOADS = TESTS / "data" / "msprof_workloads"
@@ -24,12 +27,6 @@ def test_train(perfgate):
     perfgate.command([sys.executable, {str(WORKLOADS / "train_steps.py")!r},
                       "--steps", "12", "--warmup", "2"])
 """
-
-
-@pytest.fixture(autouse=True)
-def _in_process_runs() -> None:
-    """``runpytest`` runs pytest --perfgate in this process (conftest explains)."""
-    load_for_in_process_runs()
 
 
 @pytest.fixture
